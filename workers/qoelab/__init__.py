@@ -1,0 +1,3 @@
+"""qoelab worker library: runs trials without Django and reports results to the backend."""
+
+__version__ = "0.1.0"

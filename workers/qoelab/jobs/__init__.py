@@ -1,0 +1,30 @@
+"""The one place job types are registered. Add a module here and it exists everywhere."""
+
+from __future__ import annotations
+
+from qoelab.jobs.base import JobType
+
+REGISTRY: dict[str, JobType] = {}
+
+
+def register(job: JobType) -> JobType:
+    if job.name in REGISTRY:
+        raise ValueError(f"job type {job.name!r} registered twice")
+    REGISTRY[job.name] = job
+    return job
+
+
+def get(name: str) -> JobType:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY)) or "none"
+        raise KeyError(f"unknown job type {name!r} (known: {known})") from None
+
+
+def _load() -> None:
+    # Each job module calls register(...) at import time; list them here, one line each.
+    from qoelab.jobs import link_check  # noqa: F401
+
+
+_load()

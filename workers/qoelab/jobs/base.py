@@ -1,0 +1,124 @@
+"""What a job type is, what a runner receives and what it returns.
+
+A job type is declared once, in ``qoelab/jobs/<name>.py``, as a :class:`JobType`: its parameter
+schema, required worker capabilities, runner, summary metrics and charts. The backend reads the
+same declaration (it is plain data), so a new job type needs no backend migration.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-trial summary value the job type reports, e.g. ``tcp_down_bps``."""
+
+    name: str
+    label: str
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """A preset dashboard chart: summary metric ``y`` against parameter ``x``.
+
+    ``series`` splits points by another parameter; ``identity`` draws y = x (configured vs
+    measured). ``x_scale``/``y_scale`` divide values for display (1e6 shows bit/s as Mbit/s).
+    """
+
+    key: str
+    title: str
+    x: str
+    y: str
+    series: str | None = None
+    log_x: bool = False
+    log_y: bool = False
+    x_label: str = ""
+    y_label: str = ""
+    x_scale: float = 1.0
+    y_scale: float = 1.0
+    identity: bool = False
+    source: str = "summary"  # "summary" (per-trial values) or "samples" (per-event values)
+
+
+@dataclass
+class Sample:
+    """One per-event row (RD: one screen update). ``values`` are numbers keyed by name."""
+
+    kind: str
+    index: int
+    values: dict[str, float | int | str | None]
+
+
+@dataclass
+class SeriesPoint:
+    """One point of a per-trial time series (APT goodput per step, VOSE CPU per second)."""
+
+    name: str
+    t: float
+    value: float
+
+
+@dataclass
+class ArtifactFile:
+    path: Path
+    kind: str  # pcap, video, log, json, ...
+
+
+@dataclass
+class TrialResult:
+    summary: dict[str, float] = field(default_factory=dict)
+    samples: list[Sample] = field(default_factory=list)
+    series: list[SeriesPoint] = field(default_factory=list)
+    artifacts: list[ArtifactFile] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    link: dict[str, Any] = field(default_factory=dict)  # the link verification of this trial
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "summary": self.summary,
+            "samples": [{"kind": s.kind, "index": s.index, "values": s.values} for s in self.samples],
+            "series": [{"name": p.name, "t": p.t, "value": p.value} for p in self.series],
+            "provenance": self.provenance,
+            "link": self.link,
+        }
+
+
+@dataclass
+class TrialContext:
+    """What a runner gets besides its parameters."""
+
+    trial_id: str
+    workdir: Path
+    prefix: str  # short per-trial name prefix for namespaces/devices, so leftovers can be found
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("qoelab.trial"))
+    deadline: float | None = None  # time.monotonic() value after which the runner should stop
+    artifacts: list[ArtifactFile] = field(default_factory=list)
+
+    def add_artifact(self, path: Path, kind: str) -> None:
+        self.artifacts.append(ArtifactFile(Path(path), kind))
+
+    def time_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+
+@dataclass(frozen=True)
+class JobType:
+    name: str
+    title: str
+    description: str
+    params: type[BaseModel]
+    requires: frozenset[str]
+    run: Callable[[BaseModel, TrialContext], TrialResult]
+    metrics: tuple[Metric, ...] = ()
+    charts: tuple[ChartSpec, ...] = ()
+    timeout_s: int = 600  # hard limit per trial attempt
+    max_attempts: int = 2
