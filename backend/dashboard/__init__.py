@@ -1,0 +1,1 @@
+"""Server-rendered dashboard pages (owned by the dashboard engineer)."""

@@ -1,0 +1,1 @@
+"""The qoelab Django project: settings, URLs, WSGI and the scheduler's Celery sender."""

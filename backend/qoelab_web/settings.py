@@ -1,0 +1,196 @@
+"""Django settings for qoelab, read from the environment (see .env.example at the repo root).
+
+Every variable is prefixed ``QOELAB_`` except the two URLs every tool knows (``DATABASE_URL``,
+``REDIS_URL``). Booleans accept only ``true``/``false`` (any case) or ``1``/``0``: a typo such as
+``QOELAB_DEBUG=ture`` stops the process instead of silently meaning False.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BACKEND_DIR = Path(__file__).resolve().parent.parent
+REPO_DIR = BACKEND_DIR.parent
+
+env = environ.Env()
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Strict boolean: true/false/1/0 only, anything else is a configuration error."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be 'true' or 'false', got {raw!r}")
+
+
+def env_int(name: str, default: int, lo: int = 1) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
+    if value < lo:
+        raise ImproperlyConfigured(f"{name} must be at least {lo}, got {value}")
+    return value
+
+
+DEBUG = env_bool("QOELAB_DEBUG", False)
+# The test suite runs with production settings (DEBUG off) but needs no secret.
+TESTING = "pytest" in sys.modules
+
+SECRET_KEY = os.environ.get("QOELAB_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not (DEBUG or TESTING):
+        raise ImproperlyConfigured(
+            "QOELAB_SECRET_KEY is required when QOELAB_DEBUG is false "
+            "(generate one: python -c 'import secrets; print(secrets.token_urlsafe(50))')"
+        )
+    SECRET_KEY = "qoelab-insecure-development-key-do-not-use-in-production"
+
+ALLOWED_HOSTS = env.list("QOELAB_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "web"])
+CSRF_TRUSTED_ORIGINS = env.list("QOELAB_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "hosts",
+    "experiments",
+    "results",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "qoelab_web.urls"
+WSGI_APPLICATION = "qoelab_web.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/qoelab")}
+DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(os.environ.get("QOELAB_STATIC_ROOT", str(REPO_DIR / ".state" / "static")))
+STATICFILES_DIRS = [p for p in (REPO_DIR / "frontend" / "dist",) if p.is_dir()]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        # Manifest storage needs collectstatic; the dev server and tests serve the plain files.
+        "BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"
+        if not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage",
+    },
+}
+
+MEDIA_ROOT = Path(os.environ.get("QOELAB_MEDIA_ROOT", str(REPO_DIR / ".state" / "media")))
+MEDIA_URL = "/media/"
+
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "qoelab_web.api.exception_handler",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "qoelab API",
+    "DESCRIPTION": "Remote-desktop QoE lab: experiments, sweeps, trials, results and the worker protocol.",
+    "VERSION": "0.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "TrialStatusEnum": "experiments.choices.TrialStatus",
+    },
+}
+
+# The scheduler's Celery app only sends; the worker owns acks_late, prefetch and time limits.
+CELERY_BROKER_URL = REDIS_URL
+
+QOELAB_MAX_TRIALS_PER_SWEEP = env_int("QOELAB_MAX_TRIALS_PER_SWEEP", 10000)
+QOELAB_HEARTBEAT_TIMEOUT = env_int("QOELAB_HEARTBEAT_TIMEOUT", 60)
+# A trial queued this long without a claim lost its Celery message (Redis restarted, queue purged).
+QOELAB_QUEUED_TIMEOUT = env_int("QOELAB_QUEUED_TIMEOUT", 300)
+QOELAB_MAX_ARTIFACT_BYTES = env_int("QOELAB_MAX_ARTIFACT_BYTES", 2 * 1024**3)
+# Artifact uploads stream to disk above this size instead of being held in memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("QOELAB_MAX_REQUEST_BYTES", 64 * 1024**2)
+QOELAB_CODE_REVISION = os.environ.get("QOELAB_CODE_REVISION", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("QOELAB_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}

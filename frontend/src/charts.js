@@ -1,0 +1,174 @@
+/* qoelab charts: mean with 95 % confidence-interval whiskers per x value, one dataset per series.
+ *
+ * Plain script (no bundler): needs Chart.js's UMD build loaded first (window.Chart) and exposes
+ * window.qoelabCharts.render(canvas, payload). The payload comes from the dashboard's chart.json
+ * view: {title, x_label, y_label, x_scale, y_scale, log_x, log_y, identity, series: [{label,
+ * points: [{x, mean, ci_low, ci_high, n}]}]}. Values arrive in SI units and are divided by
+ * x_scale/y_scale for display (1e6 shows bit/s as Mbit/s).
+ *
+ * Error bars are a small own plugin rather than chartjs-chart-error-bars: the whiskers are a
+ * dozen lines of canvas code, they work on linear and logarithmic axes alike, and the points stay
+ * in Chart.js's plain {x, y} format (plus yMin/yMax/n), so tests and tooltips read them directly.
+ */
+(function () {
+  "use strict";
+
+  // Okabe–Ito palette: distinguishable with the common colour-vision deficiencies.
+  const PALETTE = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#F0E442"];
+
+  const errorBars = {
+    id: "qoelabErrorBars",
+    afterDatasetsDraw(chart) {
+      const { ctx, chartArea, scales } = chart;
+      const yScale = scales.y;
+      ctx.save();
+      // Whiskers that run off a log axis (a non-positive bound) are clipped at the chart edge.
+      ctx.beginPath();
+      ctx.rect(chartArea.left, chartArea.top, chartArea.right - chartArea.left, chartArea.bottom - chartArea.top);
+      ctx.clip();
+      chart.data.datasets.forEach((ds, i) => {
+        if (!ds.qoelabErrorBars || !chart.isDatasetVisible(i)) return;
+        const meta = chart.getDatasetMeta(i);
+        ctx.strokeStyle = ds.borderColor;
+        ctx.lineWidth = 1.5;
+        meta.data.forEach((el, j) => {
+          const p = ds.data[j];
+          if (!p || p.yMin == null || p.yMax == null) return;
+          const top = pixel(yScale, p.yMax, chartArea.top);
+          const bottom = pixel(yScale, p.yMin, chartArea.bottom);
+          const x = el.x;
+          const cap = 5;
+          ctx.beginPath();
+          ctx.moveTo(x, top);
+          ctx.lineTo(x, bottom);
+          ctx.moveTo(x - cap, top);
+          ctx.lineTo(x + cap, top);
+          ctx.moveTo(x - cap, bottom);
+          ctx.lineTo(x + cap, bottom);
+          ctx.stroke();
+        });
+      });
+      ctx.restore();
+    },
+  };
+
+  function pixel(scale, value, fallback) {
+    if (scale.type === "logarithmic" && !(value > 0)) return fallback;
+    const px = scale.getPixelForValue(value);
+    return Number.isFinite(px) ? px : fallback;
+  }
+
+  function fmt(v) {
+    if (v == null || !Number.isFinite(v)) return "–";
+    const a = Math.abs(v);
+    if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(2);
+    return Number(v.toPrecision(4)).toString();
+  }
+
+  // Builds Chart.js datasets from a chart.json payload; exported for the dashboard's own checks.
+  function datasets(payload) {
+    const xs = payload.x_scale || 1;
+    const ys = payload.y_scale || 1;
+    const out = payload.series.map((s, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      const points = s.points
+        .map((p) => ({
+          x: p.x / xs,
+          y: p.mean / ys,
+          // n = 1 has no interval (ci_low/ci_high are null): the point is drawn without a bar.
+          yMin: p.ci_low == null ? null : p.ci_low / ys,
+          yMax: p.ci_high == null ? null : p.ci_high / ys,
+          n: p.n,
+        }))
+        .filter((p) => Number.isFinite(p.x) && Number.isFinite(p.y))
+        .sort((a, b) => a.x - b.x);
+      return {
+        label: s.label,
+        data: points,
+        borderColor: color,
+        backgroundColor: color,
+        showLine: points.length > 1,
+        borderWidth: 1.5,
+        pointRadius: 4,
+        pointHoverRadius: 6,
+        qoelabErrorBars: true,
+      };
+    });
+    if (payload.identity) {
+      const all = out.flatMap((d) => d.data.flatMap((p) => [p.x, p.y]));
+      if (all.length) {
+        const positive = all.filter((v) => v > 0);
+        const lo = payload.log_x || payload.log_y ? Math.min(...positive) : Math.min(0, ...all);
+        const hi = Math.max(...all);
+        out.push({
+          label: "y = x",
+          data: [
+            { x: lo, y: lo },
+            { x: hi, y: hi },
+          ],
+          borderColor: "#888",
+          backgroundColor: "#888",
+          borderDash: [6, 4],
+          borderWidth: 1,
+          pointRadius: 0,
+          showLine: true,
+          qoelabErrorBars: false,
+        });
+      }
+    }
+    return out;
+  }
+
+  // Chart.js sizes the y axis from y alone; widen it so the whiskers fit.
+  function yBounds(sets, log) {
+    const vals = sets.flatMap((d) => d.data.flatMap((p) => [p.y, p.yMin, p.yMax]));
+    const ok = vals.filter((v) => v != null && Number.isFinite(v) && (!log || v > 0));
+    if (!ok.length) return {};
+    return { suggestedMin: Math.min(...ok), suggestedMax: Math.max(...ok) };
+  }
+
+  function render(canvas, payload) {
+    const old = window.Chart.getChart(canvas);
+    if (old) old.destroy();
+    const sets = datasets(payload);
+    const scaleType = (log) => (log ? "logarithmic" : "linear");
+    const chart = new window.Chart(canvas, {
+      type: "scatter",
+      data: { datasets: sets },
+      plugins: [errorBars],
+      options: {
+        animation: false,
+        responsive: true,
+        maintainAspectRatio: false,
+        scales: {
+          x: {
+            type: scaleType(payload.log_x),
+            title: { display: true, text: payload.x_label },
+          },
+          y: {
+            type: scaleType(payload.log_y),
+            title: { display: true, text: payload.y_label },
+            ...yBounds(sets, payload.log_y),
+          },
+        },
+        plugins: {
+          legend: { display: sets.length > 1, position: "bottom" },
+          title: { display: Boolean(payload.title), text: payload.title },
+          tooltip: {
+            callbacks: {
+              label(item) {
+                const p = item.raw;
+                const ci = p.yMin == null ? "no CI (n = 1)" : `95 % CI ${fmt(p.yMin)} – ${fmt(p.yMax)}`;
+                const n = p.n == null ? "" : `, n = ${p.n}`;
+                return `${item.dataset.label}: x = ${fmt(p.x)}, mean ${fmt(p.y)} (${ci}${n})`;
+              },
+            },
+          },
+        },
+      },
+    });
+    return chart;
+  }
+
+  window.qoelabCharts = { render, datasets, errorBars };
+})();

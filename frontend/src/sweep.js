@@ -1,0 +1,138 @@
+/* Sweep page: live progress without reload, preset charts and the custom-chart control.
+ *
+ * Reads its URLs from data- attributes the template writes, polls the progress JSON every 2 s
+ * while trials are open, and when the number of finished trials changes it re-fetches the trial
+ * table (server-rendered HTML fragment) and redraws the charts. Needs charts.js loaded first.
+ */
+(function () {
+  "use strict";
+
+  const POLL_MS = 2000;
+
+  function formatEta(seconds) {
+    if (seconds == null) return "unknown";
+    if (seconds < 1) return "less than a second";
+    const s = Math.round(seconds);
+    if (s < 90) return `${s} s`;
+    const m = Math.round(s / 60);
+    if (m < 90) return `${m} min`;
+    return `${(m / 60).toFixed(1)} h`;
+  }
+
+  async function getJson(url) {
+    const r = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    return r.json();
+  }
+
+  function setText(root, field, value) {
+    root.querySelectorAll(`[data-field="${field}"]`).forEach((el) => {
+      el.textContent = value;
+    });
+  }
+
+  // ---- charts --------------------------------------------------------------------------------
+
+  async function drawChart(figure, url) {
+    const canvas = figure.querySelector("canvas");
+    const note = figure.querySelector("[data-role=chart-note]");
+    try {
+      const payload = await getJson(url);
+      const points = payload.series.reduce((n, s) => n + s.points.length, 0);
+      figure.dataset.points = String(points);
+      if (note) note.textContent = points ? "" : "No finished trials with this metric yet.";
+      window.qoelabCharts.render(canvas, payload);
+    } catch (err) {
+      if (note) note.textContent = `Could not load chart data: ${err.message}`;
+    }
+  }
+
+  function presetFigures() {
+    return Array.from(document.querySelectorAll("figure[data-chart-url]"));
+  }
+
+  function customUrl(form) {
+    const params = new URLSearchParams(new FormData(form));
+    // Unchecked checkboxes are absent from FormData; the view reads absence as "off".
+    return `${form.dataset.chartUrl}?${params.toString()}`;
+  }
+
+  function redrawAll() {
+    presetFigures().forEach((f) => drawChart(f, f.dataset.chartUrl));
+    const form = document.getElementById("custom-chart");
+    if (form) drawChart(document.getElementById("custom-chart-figure"), customUrl(form));
+  }
+
+  function setUpCustomChart() {
+    const form = document.getElementById("custom-chart");
+    if (!form) return;
+    const figure = document.getElementById("custom-chart-figure");
+    const redraw = () => drawChart(figure, customUrl(form));
+    form.addEventListener("change", redraw);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      redraw();
+    });
+  }
+
+  // ---- progress ------------------------------------------------------------------------------
+
+  async function refreshTrials(url) {
+    const holder = document.getElementById("trials");
+    if (!holder || !url) return;
+    const r = await fetch(url, { credentials: "same-origin" });
+    if (r.ok) holder.innerHTML = await r.text();
+  }
+
+  function showProgress(root, p) {
+    const bar = root.querySelector("progress");
+    bar.max = Math.max(p.total, 1);
+    bar.value = p.done;
+    setText(root, "done", p.done);
+    setText(root, "total", p.total);
+    setText(root, "succeeded", p.succeeded);
+    setText(root, "failed", p.failed);
+    setText(root, "running", p.running);
+    setText(root, "waiting", p.pending + p.queued);
+    setText(root, "cancelled", p.cancelled);
+    setText(root, "eta", p.finished ? "finished" : formatEta(p.eta_s));
+    setText(root, "state", p.state);
+    root.dataset.state = p.state;
+    const cancel = document.getElementById("cancel-sweep");
+    if (cancel && p.finished) cancel.hidden = true;
+  }
+
+  function startPolling(root) {
+    let lastDone = Number(root.dataset.done || -1);
+    let stopped = false;
+    async function tick() {
+      if (stopped) return;
+      try {
+        const p = await getJson(root.dataset.progressUrl);
+        showProgress(root, p);
+        if (p.done !== lastDone) {
+          lastDone = p.done;
+          await refreshTrials(root.dataset.trialsUrl);
+          redrawAll();
+        }
+        root.querySelector("[data-role=poll-error]").textContent = "";
+        if (p.finished) {
+          stopped = true;
+          return;
+        }
+      } catch (err) {
+        // Keep polling: a restarting web server should not freeze the page for good.
+        root.querySelector("[data-role=poll-error]").textContent = `Progress update failed (${err.message}); retrying.`;
+      }
+      setTimeout(tick, POLL_MS);
+    }
+    tick();
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    setUpCustomChart();
+    redrawAll();
+    const root = document.getElementById("progress");
+    if (root) startPolling(root);
+  });
+})();

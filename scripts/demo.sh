@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# `make demo`: migrate, create the researcher login, start the web server, a lab-host worker and the
+# scheduler in the background, run a small real sweep and print where to look.
+#   scripts/demo.sh start | stop
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+STATE=$ROOT/.state
+RUN=$STATE/run
+LOGS=$STATE/logs
+mkdir -p "$RUN" "$LOGS"
+BIND=${QOELAB_BIND:-127.0.0.1:8000}
+URL=http://${BIND/0.0.0.0/127.0.0.1}
+USERNAME=${QOELAB_DEMO_USER:-researcher}
+SPEC=${QOELAB_DEMO_SPEC:-examples/demo.yaml}
+
+# A value generated once and kept in .state, so running the demo again keeps logins and tokens.
+kept() {
+  local f=$STATE/$1
+  [ -s "$f" ] || .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(24))' >"$f"
+  chmod 600 "$f"; cat "$f"
+}
+
+stop_all() {
+  for name in worker scheduler web; do
+    local pidf=$RUN/$name.pid
+    if [ -f "$pidf" ]; then
+      local pid; pid=$(cat "$pidf")
+      if kill -0 "$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL -- "-$pid" 2>/dev/null || true
+      fi
+      rm -f "$pidf"
+    fi
+  done
+}
+
+launch() {  # launch NAME CMD... : in its own process group, output to .state/logs/NAME.log
+  local name=$1; shift
+  setsid "$@" >"$LOGS/$name.log" 2>&1 < /dev/null &
+  echo $! >"$RUN/$name.pid"
+}
+
+start() {
+  set -a; . "$STATE/env"; set +a
+  export QOELAB_SECRET_KEY; QOELAB_SECRET_KEY=$(kept secret_key)
+  export QOELAB_DEBUG=false
+  export QOELAB_ALLOWED_HOSTS=${QOELAB_ALLOWED_HOSTS:-*}
+  export QOELAB_MEDIA_ROOT=${QOELAB_MEDIA_ROOT:-$STATE/media}
+  local manage=(.venv/bin/python backend/manage.py)
+  local password host host_token api_token
+  password=$(kept researcher_password)
+  host=${QOELAB_HOST_NAME:-$(hostname)}
+  host_token=$(kept host_token)
+
+  stop_all
+  echo "==> migrating the database"
+  "${manage[@]}" migrate --noinput >"$LOGS/migrate.log" || { cat "$LOGS/migrate.log"; exit 1; }
+  "${manage[@]}" collectstatic --noinput >/dev/null
+  "${manage[@]}" create_researcher "$USERNAME" --password "$password" >/dev/null
+  "${manage[@]}" add_host "$host" --token "$host_token" >/dev/null
+  api_token=$("${manage[@]}" api_token "$USERNAME")
+
+  echo "==> starting web ($URL), scheduler and worker (logs in .state/logs/)"
+  launch web .venv/bin/gunicorn --chdir backend qoelab_web.wsgi -b "$BIND" --workers 2 --timeout 120
+  launch scheduler "${manage[@]}" scheduler
+  launch worker .venv/bin/qoelab worker --broker "$REDIS_URL" --backend "$URL" --token "$host_token" --name "$host"
+  for _ in $(seq 120); do
+    curl -fsS "$URL/api/status/" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  curl -fsS "$URL/api/status/" >/dev/null || { tail -30 "$LOGS/web.log"; echo "the web server did not start" >&2; exit 1; }
+
+  echo "==> running the demo sweep $SPEC"
+  .venv/bin/qoelab sweep run "$SPEC" --api "$URL" --token "$api_token" --wait
+
+  cat <<MSG
+
+qoelab is running.
+  Dashboard: $URL/
+  Log in as: $USERNAME / $password
+  API token: $api_token   (Authorization: Token <token>; docs at $URL/api/docs/)
+  Logs:      .state/logs/   Stop with: make stop
+MSG
+}
+
+case "${1:-start}" in
+  start) start ;;
+  stop) stop_all ;;
+  *) echo "usage: $0 start|stop" >&2; exit 2 ;;
+esac

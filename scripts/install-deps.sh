@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Install what qoelab needs on a Debian 12 host: Debian packages, the .venv, npm packages, the C
+# emulator and the front-end build. Idempotent; each step is skipped when its inputs are unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+STATE=.state
+mkdir -p "$STATE"
+
+# Debian packages. Lab tools: iproute2 (netns, tc), iperf3, ping, tshark; services: postgresql,
+# redis; browser tests: chromium; build: gcc, make, python3-venv.
+DEB_PACKAGES=(
+  ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
+  python3 python3-venv python3-dev
+  iproute2 iperf3 iputils-ping tshark
+  postgresql postgresql-client redis-server redis-tools
+  chromium xvfb fonts-dejavu-core
+)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "qoelab needs these Debian packages: ${missing[*]}; run 'make demo' or 'make test' as root, or install them" >&2
+    exit 1
+  fi
+  echo "==> installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$STATE/apt.log" 2>&1 \
+    || { tail -30 "$STATE/apt.log" >&2; echo "apt-get install failed (log: $STATE/apt.log)" >&2; exit 1; }
+fi
+
+# Python: one virtualenv for the worker library, the backend and the test tools. Use Debian's
+# python3 so the venv works the same on every Debian 12 host.
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+stamp="$STATE/venv.stamp"
+want=$(cat workers/pyproject.toml backend/pyproject.toml | sha256sum | cut -c1-16)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "==> creating .venv and installing Python packages"
+  [ -x .venv/bin/python ] || "$PY" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip >/dev/null
+  .venv/bin/pip install -q -e ./workers -e './backend[test]'
+  echo "$want" >"$stamp"
+fi
+
+# npm packages (lockfile) and the static front-end build.
+if [ -f frontend/package.json ]; then
+  fstamp="$STATE/frontend.stamp"
+  fwant=$( (cat frontend/package-lock.json; find frontend/src frontend/build.mjs -type f 2>/dev/null | sort | xargs cat) | sha256sum | cut -c1-16)
+  if [ ! -d frontend/dist ] || [ "$(cat "$fstamp" 2>/dev/null)" != "$fwant" ]; then
+    echo "==> building the front end (npm ci)"
+    (cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build)
+    echo "$fwant" >"$fstamp"
+  fi
+fi
+
+# The userspace link emulator (C, no dependencies).
+if [ -f workers/csrc/Makefile ]; then
+  make -s -C workers/csrc
+fi

@@ -1,0 +1,760 @@
+/*
+ * linkemu: the packet path of qoelab's `userspace` link emulator.
+ *
+ * It creates one TUN device in a client network namespace and one in a server
+ * namespace and forwards IP packets between them, applying per direction a
+ * serialisation rate with a bounded drop-tail queue, a one-way delay, jitter,
+ * and random (Bernoulli) or Gilbert-Elliott loss.  Packets are forwarded, not
+ * proxied: the endpoints' own TCP sees the emulated path, as with netem.
+ *
+ * One thread serves both directions.  Each accepted packet gets its departure
+ * time at arrival (rate stage, then delay + jitter); packets wait in a per
+ * direction min-heap keyed by departure time and are written when due.  The
+ * thread sleeps in ppoll() with nanosecond timeouts (timer slack set to 1 ns)
+ * and spins for the last few microseconds before a deadline, because hrtimer
+ * wake-up latency in a VM is tens of microseconds.
+ *
+ * Protocol with the driver: prints `ready` on stdout once both devices exist;
+ * SIGUSR1 prints one JSON stats line; SIGTERM/SIGINT, the end of stdin (when
+ * stdin is a pipe) or the parent's death make it print the final stats line
+ * and exit 0.  The TUN devices are not persistent, so they disappear with the
+ * process however it ends.
+ *
+ * Exit codes: 0 ok, 2 usage, 3 permission (CAP_NET_ADMIN), 4 namespace not
+ * found, 5 TUN unavailable, 6 other runtime error.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <math.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define EXIT_PERM 3
+#define EXIT_NONS 4
+#define EXIT_NOTUN 5
+#define EXIT_RUNTIME 6
+
+#define NSEC 1000000000LL
+#define READ_BATCH 64
+#define WRITE_BATCH 256
+#define CHUNK_SLOTS 4096
+#define LATE_BUCKETS 10000 /* 1 us buckets, last one collects everything later */
+#define DEFAULT_LIMIT_PKTS 1000 /* netem's default limit */
+#define DEFAULT_MAX_INFLIGHT 131072
+
+/* ------------------------------------------------------------------------- */
+/* PRNG: xoshiro256**, seeded through splitmix64 so runs are reproducible.    */
+
+typedef struct {
+	uint64_t s[4];
+} rng_t;
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static void rng_seed(rng_t *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t rng_next(rng_t *r)
+{
+	uint64_t *s = r->s;
+	uint64_t result = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+/* uniform in [0, 1) */
+static inline double rng_unit(rng_t *r) { return (rng_next(r) >> 11) * 0x1.0p-53; }
+
+static double rng_normal(rng_t *r)
+{
+	double u1 = rng_unit(r), u2 = rng_unit(r);
+	if (u1 < 1e-300)
+		u1 = 1e-300;
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Configuration and state per direction.                                    */
+
+enum { DIST_UNIFORM = 0, DIST_NORMAL = 1 };
+
+typedef struct {
+	double rate_bps; /* 0 = unlimited */
+	int64_t delay_ns;
+	int64_t jitter_ns;
+	int dist;
+	int reorder;
+	double loss; /* probability 0..1 (Bernoulli) */
+	int ge;      /* Gilbert-Elliott enabled */
+	double ge_p, ge_r, ge_bad_loss, ge_good_loss; /* probabilities 0..1 */
+	long limit_pkts;  /* 0 = none */
+	long limit_bytes; /* 0 = none */
+} dir_cfg_t;
+
+typedef struct {
+	int64_t depart;
+	uint64_t seq;
+	uint32_t slot;
+	uint32_t len;
+} pkt_t;
+
+typedef struct {
+	int64_t tx_end;
+	uint32_t len;
+} txrec_t;
+
+typedef struct {
+	const char *name;
+	dir_cfg_t cfg;
+	int in_fd, out_fd;
+	rng_t rng;
+	int ge_bad;
+	/* slot pool: fixed size buffers in chunks, never freed while running */
+	unsigned char **chunks;
+	uint32_t nchunks, nslots, max_slots;
+	uint32_t *freelist;
+	uint32_t nfree;
+	/* delay line: min-heap on (depart, seq) */
+	pkt_t *heap;
+	uint32_t heap_n;
+	uint64_t seq;
+	int64_t last_depart;
+	/* rate stage: FIFO of transmissions not yet finished (the queue) */
+	txrec_t *txq;
+	uint32_t txq_head, txq_n;
+	uint64_t txq_bytes;
+	int64_t last_tx_end;
+	/* counters */
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t loss_drops, queue_drops, overflow_drops, tx_errors, oversize_drops;
+	uint64_t max_backlog_pkts, max_backlog_bytes;
+	uint32_t *late_hist;
+	int64_t late_max;
+} dir_t;
+
+static size_t g_slot_size;
+static volatile sig_atomic_t g_stop, g_dump;
+
+static void die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("linkemu: error: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(code);
+}
+
+static inline int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NSEC + ts.tv_nsec;
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n, sz);
+	if (!p)
+		die(EXIT_RUNTIME, "out of memory");
+	return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Slot pool.                                                                */
+
+static inline unsigned char *slot_ptr(dir_t *d, uint32_t slot)
+{
+	return d->chunks[slot / CHUNK_SLOTS] + (size_t)(slot % CHUNK_SLOTS) * g_slot_size;
+}
+
+static int slot_alloc(dir_t *d, uint32_t *out)
+{
+	if (d->nfree == 0) {
+		if (d->nslots >= d->max_slots)
+			return -1;
+		unsigned char *c = malloc((size_t)CHUNK_SLOTS * g_slot_size);
+		if (!c)
+			return -1;
+		d->chunks[d->nchunks++] = c;
+		for (uint32_t i = 0; i < CHUNK_SLOTS; i++)
+			d->freelist[d->nfree++] = d->nslots + CHUNK_SLOTS - 1 - i;
+		d->nslots += CHUNK_SLOTS;
+	}
+	*out = d->freelist[--d->nfree];
+	return 0;
+}
+
+static inline void slot_free(dir_t *d, uint32_t slot) { d->freelist[d->nfree++] = slot; }
+
+/* ------------------------------------------------------------------------- */
+/* Heap.                                                                     */
+
+static inline int pkt_less(const pkt_t *a, const pkt_t *b)
+{
+	return a->depart < b->depart || (a->depart == b->depart && a->seq < b->seq);
+}
+
+static void heap_push(dir_t *d, pkt_t p)
+{
+	uint32_t i = d->heap_n++;
+	while (i > 0) {
+		uint32_t parent = (i - 1) / 2;
+		if (!pkt_less(&p, &d->heap[parent]))
+			break;
+		d->heap[i] = d->heap[parent];
+		i = parent;
+	}
+	d->heap[i] = p;
+}
+
+static pkt_t heap_pop(dir_t *d)
+{
+	pkt_t top = d->heap[0];
+	pkt_t last = d->heap[--d->heap_n];
+	uint32_t i = 0, n = d->heap_n;
+	for (;;) {
+		uint32_t l = 2 * i + 1, r = l + 1, m = i;
+		const pkt_t *best = &last;
+		if (l < n && pkt_less(&d->heap[l], best)) {
+			m = l;
+			best = &d->heap[l];
+		}
+		if (r < n && pkt_less(&d->heap[r], best))
+			m = r;
+		if (m == i)
+			break;
+		d->heap[i] = d->heap[m];
+		i = m;
+	}
+	if (n > 0)
+		d->heap[i] = last;
+	return top;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Per packet decisions.                                                     */
+
+static int lose_packet(dir_t *d)
+{
+	dir_cfg_t *c = &d->cfg;
+	if (c->ge) {
+		/* As netem's gemodel: the loss draw uses the state the packet finds,
+		 * then the chain steps. */
+		int lost;
+		if (d->ge_bad) {
+			lost = rng_unit(&d->rng) < c->ge_bad_loss;
+			if (rng_unit(&d->rng) < c->ge_r)
+				d->ge_bad = 0;
+		} else {
+			lost = rng_unit(&d->rng) < c->ge_good_loss;
+			if (rng_unit(&d->rng) < c->ge_p)
+				d->ge_bad = 1;
+		}
+		return lost;
+	}
+	return c->loss > 0 && rng_unit(&d->rng) < c->loss;
+}
+
+static int64_t draw_jitter(dir_t *d)
+{
+	dir_cfg_t *c = &d->cfg;
+	if (c->jitter_ns <= 0)
+		return 0;
+	if (c->dist == DIST_NORMAL)
+		return (int64_t)llround(rng_normal(&d->rng) * (double)c->jitter_ns);
+	return (int64_t)llround((2.0 * rng_unit(&d->rng) - 1.0) * (double)c->jitter_ns);
+}
+
+/* Decide the fate of a packet that was just read into `slot`. */
+static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
+{
+	dir_cfg_t *c = &d->cfg;
+	d->rx_pkts++;
+	d->rx_bytes += len;
+
+	if (lose_packet(d)) {
+		d->loss_drops++;
+		slot_free(d, slot);
+		return;
+	}
+
+	int64_t tx_end = t;
+	if (c->rate_bps > 0) {
+		/* Retire transmissions that have finished: what remains is the queue. */
+		while (d->txq_n > 0 && d->txq[d->txq_head].tx_end <= t) {
+			d->txq_bytes -= d->txq[d->txq_head].len;
+			d->txq_head = (d->txq_head + 1) % d->max_slots;
+			d->txq_n--;
+		}
+		if ((c->limit_pkts > 0 && d->txq_n >= (uint64_t)c->limit_pkts) ||
+		    (c->limit_bytes > 0 && d->txq_bytes + len > (uint64_t)c->limit_bytes)) {
+			d->queue_drops++;
+			slot_free(d, slot);
+			return;
+		}
+		int64_t start = t > d->last_tx_end ? t : d->last_tx_end;
+		tx_end = start + (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps);
+		d->last_tx_end = tx_end;
+		uint32_t tail = (d->txq_head + d->txq_n) % d->max_slots;
+		d->txq[tail].tx_end = tx_end;
+		d->txq[tail].len = len;
+		d->txq_n++;
+		d->txq_bytes += len;
+		if (d->txq_n > d->max_backlog_pkts)
+			d->max_backlog_pkts = d->txq_n;
+		if (d->txq_bytes > d->max_backlog_bytes)
+			d->max_backlog_bytes = d->txq_bytes;
+	}
+
+	int64_t depart = tx_end + c->delay_ns + draw_jitter(d);
+	if (depart < tx_end)
+		depart = tx_end; /* a packet cannot leave before it was sent */
+	if (!c->reorder && depart < d->last_depart)
+		depart = d->last_depart;
+	d->last_depart = depart > d->last_depart ? depart : d->last_depart;
+
+	pkt_t p = {.depart = depart, .seq = d->seq++, .slot = slot, .len = len};
+	heap_push(d, p);
+}
+
+/* Read what the kernel has queued on d->in_fd (bounded batch). */
+static void read_side(dir_t *d)
+{
+	for (int i = 0; i < READ_BATCH; i++) {
+		uint32_t slot;
+		if (slot_alloc(d, &slot) < 0) {
+			/* Pool exhausted: drain one packet into a scratch buffer and drop it. */
+			static unsigned char scratch[65536];
+			ssize_t n = read(d->in_fd, scratch, sizeof scratch);
+			if (n <= 0)
+				return;
+			d->rx_pkts++;
+			d->rx_bytes += (uint64_t)n;
+			d->overflow_drops++;
+			continue;
+		}
+		ssize_t n = read(d->in_fd, slot_ptr(d, slot), g_slot_size);
+		if (n <= 0) {
+			slot_free(d, slot);
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				die(EXIT_RUNTIME, "read from %s TUN: %s", d->name, strerror(errno));
+			return;
+		}
+		if ((size_t)n >= g_slot_size) {
+			d->oversize_drops++;
+			slot_free(d, slot);
+			continue;
+		}
+		on_arrival(d, slot, (uint32_t)n, now_ns());
+	}
+}
+
+/* Write every packet whose departure time has come. */
+static void send_due(dir_t *d, int64_t t)
+{
+	for (int i = 0; i < WRITE_BATCH && d->heap_n > 0 && d->heap[0].depart <= t; i++) {
+		pkt_t p = heap_pop(d);
+		ssize_t n = write(d->out_fd, slot_ptr(d, p.slot), p.len);
+		int64_t late = now_ns() - p.depart;
+		if (n < 0) {
+			d->tx_errors++;
+		} else {
+			d->tx_pkts++;
+			d->tx_bytes += p.len;
+		}
+		if (late > d->late_max)
+			d->late_max = late;
+		int64_t b = late / 1000;
+		d->late_hist[b < LATE_BUCKETS ? b : LATE_BUCKETS - 1]++;
+		slot_free(d, p.slot);
+	}
+}
+
+/* ------------------------------------------------------------------------- */
+/* Stats.                                                                     */
+
+static double late_quantile_us(dir_t *d, double q)
+{
+	uint64_t total = 0, acc = 0;
+	for (int i = 0; i < LATE_BUCKETS; i++)
+		total += d->late_hist[i];
+	if (total == 0)
+		return 0.0;
+	uint64_t target = (uint64_t)ceil(q * (double)total);
+	for (int i = 0; i < LATE_BUCKETS; i++) {
+		acc += d->late_hist[i];
+		if (acc >= target)
+			return (double)i + 0.5;
+	}
+	return (double)LATE_BUCKETS;
+}
+
+static void print_dir(FILE *f, dir_t *d)
+{
+	fprintf(f,
+		"\"%s\":{\"rx_packets\":%" PRIu64 ",\"rx_bytes\":%" PRIu64 ",\"packets\":%" PRIu64
+		",\"bytes\":%" PRIu64 ",\"dropped_loss\":%" PRIu64 ",\"dropped_queue\":%" PRIu64
+		",\"dropped_overflow\":%" PRIu64 ",\"dropped_oversize\":%" PRIu64 ",\"tx_errors\":%" PRIu64
+		",\"queued\":%u,\"max_backlog_packets\":%" PRIu64 ",\"max_backlog_bytes\":%" PRIu64
+		",\"late_p50_us\":%.1f,\"late_p99_us\":%.1f,\"late_max_us\":%.1f}",
+		d->name, d->rx_pkts, d->rx_bytes, d->tx_pkts, d->tx_bytes, d->loss_drops, d->queue_drops,
+		d->overflow_drops, d->oversize_drops, d->tx_errors, d->heap_n, d->max_backlog_pkts,
+		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3);
+}
+
+static void print_stats(dir_t *up, dir_t *down, const char *event)
+{
+	printf("{\"event\":\"%s\",", event);
+	print_dir(stdout, up);
+	putchar(',');
+	print_dir(stdout, down);
+	puts("}");
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Setup.                                                                     */
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		g_dump = 1;
+	else
+		g_stop = 1;
+}
+
+/* Set MTU and bring the interface up, from inside its namespace. */
+static void configure_if(const char *ifname, int mtu)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		die(EXIT_RUNTIME, "socket: %s", strerror(errno));
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	ifr.ifr_mtu = mtu;
+	if (ioctl(s, SIOCSIFMTU, &ifr) < 0)
+		die(EXIT_RUNTIME, "setting MTU %d on %s: %s", mtu, ifname, strerror(errno));
+	memset(&ifr, 0, sizeof ifr);
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	ifr.ifr_qlen = 1000;
+	ioctl(s, SIOCSIFTXQLEN, &ifr); /* best effort */
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		die(EXIT_RUNTIME, "reading flags of %s: %s", ifname, strerror(errno));
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		die(EXIT_RUNTIME, "bringing %s up: %s", ifname, strerror(errno));
+	close(s);
+}
+
+/* Enter namespace `ns`, create TUN `ifname` there, and come back. */
+static int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd)
+{
+	char path[512];
+	snprintf(path, sizeof path, "/run/netns/%s", ns);
+	int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (nsfd < 0)
+		die(errno == ENOENT ? EXIT_NONS : EXIT_PERM, "network namespace %s: %s", ns, strerror(errno));
+	if (setns(nsfd, CLONE_NEWNET) < 0)
+		die(errno == EPERM ? EXIT_PERM : EXIT_RUNTIME, "entering network namespace %s: %s", ns,
+		    strerror(errno));
+	close(nsfd);
+
+	int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		die(errno == EPERM || errno == EACCES ? EXIT_PERM : EXIT_NOTUN, "/dev/net/tun: %s",
+		    strerror(errno));
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+		die(errno == EPERM ? EXIT_PERM : errno == EBUSY ? EXIT_RUNTIME : EXIT_NOTUN,
+		    "creating TUN %s in %s: %s", ifname, ns, strerror(errno));
+	configure_if(ifname, mtu);
+
+	if (setns(home_fd, CLONE_NEWNET) < 0)
+		die(EXIT_RUNTIME, "returning to the original network namespace: %s", strerror(errno));
+	return fd;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Argument parsing.                                                          */
+
+static void usage(void)
+{
+	fputs("usage: linkemu --client-ns NS --server-ns NS --client-if IF --server-if IF\n"
+	      "               [--up SPEC] [--down SPEC] [--mtu N] [--seed N] [--spin-us N]\n"
+	      "               [--max-inflight N]\n"
+	      "SPEC: comma-separated key=value, keys:\n"
+	      "  rate=BITS_PER_S (0 = unlimited)  delay=S  jitter=S  dist=uniform|normal\n"
+	      "  reorder=0|1  loss=PERCENT  ge=P:R:H:K (percent, as netem `loss gemodel p r 1-h 1-k`)\n"
+	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n",
+	      stderr);
+	exit(EXIT_USAGE);
+}
+
+static double parse_num(const char *key, const char *v, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+		die(EXIT_USAGE, "%s=%s: must be a number in [%g, %g]", key, v, lo, hi);
+	return x;
+}
+
+static void parse_spec(dir_cfg_t *c, const char *which, char *spec)
+{
+	char *save = NULL;
+	for (char *tok = strtok_r(spec, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			die(EXIT_USAGE, "--%s: '%s' is not key=value", which, tok);
+		*eq = 0;
+		const char *k = tok, *v = eq + 1;
+		if (!strcmp(k, "rate"))
+			c->rate_bps = parse_num(k, v, 0, 1e12);
+		else if (!strcmp(k, "delay"))
+			c->delay_ns = (int64_t)llround(parse_num(k, v, 0, 60) * 1e9);
+		else if (!strcmp(k, "jitter"))
+			c->jitter_ns = (int64_t)llround(parse_num(k, v, 0, 60) * 1e9);
+		else if (!strcmp(k, "dist")) {
+			if (!strcmp(v, "uniform"))
+				c->dist = DIST_UNIFORM;
+			else if (!strcmp(v, "normal"))
+				c->dist = DIST_NORMAL;
+			else
+				die(EXIT_USAGE, "dist=%s: must be uniform or normal", v);
+		} else if (!strcmp(k, "reorder"))
+			c->reorder = (int)parse_num(k, v, 0, 1);
+		else if (!strcmp(k, "loss"))
+			c->loss = parse_num(k, v, 0, 100) / 100.0;
+		else if (!strcmp(k, "ge")) {
+			double g[4];
+			char buf[256];
+			snprintf(buf, sizeof buf, "%s", v);
+			char *s2 = NULL, *part = strtok_r(buf, ":", &s2);
+			for (int i = 0; i < 4; i++) {
+				if (!part)
+					die(EXIT_USAGE, "ge=%s: needs four percentages P:R:H:K", v);
+				g[i] = parse_num("ge", part, 0, 100) / 100.0;
+				part = strtok_r(NULL, ":", &s2);
+			}
+			c->ge = 1;
+			c->ge_p = g[0];
+			c->ge_r = g[1];
+			c->ge_bad_loss = g[2];
+			c->ge_good_loss = g[3];
+		} else if (!strcmp(k, "limit"))
+			c->limit_pkts = (long)parse_num(k, v, 0, 1e7);
+		else if (!strcmp(k, "limit_bytes"))
+			c->limit_bytes = (long)parse_num(k, v, 0, 1e11);
+		else
+			die(EXIT_USAGE, "--%s: unknown key '%s'", which, k);
+	}
+}
+
+static void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
+{
+	d->name = name;
+	d->max_slots = max_slots;
+	d->chunks = xcalloc(max_slots / CHUNK_SLOTS + 1, sizeof *d->chunks);
+	d->freelist = xcalloc(max_slots + CHUNK_SLOTS, sizeof *d->freelist);
+	d->heap = xcalloc(max_slots + CHUNK_SLOTS, sizeof *d->heap);
+	d->txq = xcalloc(max_slots, sizeof *d->txq);
+	d->late_hist = xcalloc(LATE_BUCKETS, sizeof *d->late_hist);
+	rng_seed(&d->rng, seed);
+	if (d->cfg.rate_bps > 0 && d->cfg.limit_pkts == 0 && d->cfg.limit_bytes == 0)
+		d->cfg.limit_pkts = DEFAULT_LIMIT_PKTS;
+	if (d->cfg.limit_pkts > (long)max_slots)
+		d->cfg.limit_pkts = max_slots;
+}
+
+int main(int argc, char **argv)
+{
+	const char *cns = NULL, *sns = NULL, *cif = NULL, *sif = NULL;
+	char *upspec = NULL, *downspec = NULL;
+	int mtu = 1500;
+	uint64_t seed = 1;
+	int64_t spin_ns = 50 * 1000;
+	uint32_t max_inflight = DEFAULT_MAX_INFLIGHT;
+	static dir_t up, down;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			usage();
+		if (i + 1 >= argc)
+			usage();
+		const char *v = argv[++i];
+		if (!strcmp(a, "--client-ns"))
+			cns = v;
+		else if (!strcmp(a, "--server-ns"))
+			sns = v;
+		else if (!strcmp(a, "--client-if"))
+			cif = v;
+		else if (!strcmp(a, "--server-if"))
+			sif = v;
+		else if (!strcmp(a, "--up"))
+			upspec = strdup(v);
+		else if (!strcmp(a, "--down"))
+			downspec = strdup(v);
+		else if (!strcmp(a, "--mtu"))
+			mtu = (int)parse_num("mtu", v, 576, 65000);
+		else if (!strcmp(a, "--seed"))
+			seed = (uint64_t)parse_num("seed", v, 0, 9007199254740992.0);
+		else if (!strcmp(a, "--spin-us"))
+			spin_ns = (int64_t)(parse_num("spin-us", v, 0, 10000) * 1000);
+		else if (!strcmp(a, "--max-inflight"))
+			max_inflight = (uint32_t)parse_num("max-inflight", v, CHUNK_SLOTS, 1 << 24);
+		else
+			die(EXIT_USAGE, "unknown option %s (see --help)", a);
+	}
+	if (!cns || !sns || !cif || !sif)
+		usage();
+	if (strlen(cif) >= IFNAMSIZ || strlen(sif) >= IFNAMSIZ)
+		die(EXIT_USAGE, "interface names must be shorter than %d characters", IFNAMSIZ);
+	if (upspec)
+		parse_spec(&up.cfg, "up", upspec);
+	if (downspec)
+		parse_spec(&down.cfg, "down", downspec);
+	max_inflight = (max_inflight + CHUNK_SLOTS - 1) / CHUNK_SLOTS * CHUNK_SLOTS;
+	g_slot_size = ((size_t)mtu + 64 + 63) & ~(size_t)63;
+
+	/* Die with the driver, even if it is SIGKILLed. */
+	pid_t parent = getppid();
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() != parent)
+		return 0;
+	/* hrtimer slack defaults to 50 us; we want the wake-up at the deadline. */
+	prctl(PR_SET_TIMERSLACK, 1UL);
+
+	sigset_t block, waitmask;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &waitmask);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	int home = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+	if (home < 0)
+		die(EXIT_RUNTIME, "/proc/self/ns/net: %s", strerror(errno));
+	int cfd = open_tun_in_ns(cns, cif, mtu, home);
+	int sfd = open_tun_in_ns(sns, sif, mtu, home);
+	close(home);
+
+	dir_init(&up, "up", max_inflight, seed * 2 + 0);
+	dir_init(&down, "down", max_inflight, seed * 2 + 1);
+	up.in_fd = cfd;
+	up.out_fd = sfd;
+	down.in_fd = sfd;
+	down.out_fd = cfd;
+
+	/* Watch stdin only when it is a pipe or socket: its end means the driver is gone. */
+	struct stat st;
+	int watch_stdin = fstat(0, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode));
+
+	struct pollfd pfd[3] = {
+		{.fd = cfd, .events = POLLIN},
+		{.fd = sfd, .events = POLLIN},
+		{.fd = watch_stdin ? 0 : -1, .events = POLLIN},
+	};
+
+	puts("ready");
+	fflush(stdout);
+
+	while (!g_stop) {
+		int64_t t = now_ns();
+		send_due(&up, t);
+		send_due(&down, t);
+		if (g_dump) {
+			g_dump = 0;
+			print_stats(&up, &down, "stats");
+		}
+
+		int64_t next = INT64_MAX;
+		if (up.heap_n)
+			next = up.heap[0].depart;
+		if (down.heap_n && down.heap[0].depart < next)
+			next = down.heap[0].depart;
+
+		struct timespec ts, *tsp = NULL;
+		t = now_ns();
+		if (next != INT64_MAX) {
+			int64_t wait = next - t - spin_ns;
+			if (wait < 0)
+				wait = 0;
+			ts.tv_sec = wait / NSEC;
+			ts.tv_nsec = wait % NSEC;
+			tsp = &ts;
+		}
+		int r = ppoll(pfd, 3, tsp, &waitmask);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			die(EXIT_RUNTIME, "ppoll: %s", strerror(errno));
+		}
+		if (r == 0)
+			continue;
+		if (pfd[0].revents & POLLIN)
+			read_side(&up);
+		if (pfd[1].revents & POLLIN)
+			read_side(&down);
+		if ((pfd[0].revents | pfd[1].revents) & (POLLERR | POLLNVAL))
+			die(EXIT_RUNTIME, "a TUN device went away");
+		if (pfd[2].revents) {
+			char buf[256];
+			ssize_t n = read(0, buf, sizeof buf);
+			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+				break;
+		}
+	}
+	print_stats(&up, &down, "final");
+	return 0;
+}

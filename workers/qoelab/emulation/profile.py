@@ -1,0 +1,354 @@
+"""Link profiles: what an emulated link does in each direction, parsed from human units.
+
+A :class:`LinkProfile` holds two :class:`Direction` values, ``up`` (client -> server) and ``down``
+(server -> client). Both backends (kernel netem and the userspace emulator) read the same profile,
+so their semantics are fixed here and in ``docs/emulation.md``:
+
+* ``rate_bps``: bottleneck rate in bit/s of IP packets (``None``: unshaped).
+* ``delay_s``: one-way delay added to every packet.
+* ``jitter_s``: with ``jitter_dist='uniform'`` each packet's delay is uniform on
+  ``[delay - jitter, delay + jitter]``; with ``'normal'`` it is ``delay + N(0, jitter^2)``; negative
+  delays count as zero. ``reorder=False`` keeps packets in order (a packet never leaves before the
+  one sent before it), ``True`` lets a packet with a shorter delay overtake.
+* ``loss_pct``: independent random loss; ``gemodel`` (Gilbert-Elliott) instead, as the four numbers
+  of ``tc ... loss gemodel p r 1-h 1-k`` in percent: p = P(good -> bad), r = P(bad -> good),
+  1-h = loss probability in the bad state, 1-k = loss probability in the good state.
+* ``limit_pkts`` / ``limit_bytes``: the queue in front of the rate limiter (at most one is set);
+  with neither, :meth:`Direction.queue_limit_bytes` gives the default.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from qoelab import params
+from qoelab.errors import ParameterError
+from qoelab.units import (
+    format_duration,
+    format_rate,
+    parse_duration,
+    parse_percent,
+    parse_rate,
+    parse_size,
+)
+
+RATE_MIN_BPS = 8e3
+RATE_MAX_BPS = 10e9
+DELAY_MAX_S = 10.0
+JITTER_MAX_S = 10.0
+MTU_MIN, MTU_MAX = 576, 9000
+LIMIT_PKTS_MAX = 1_000_000
+LIMIT_BYTES_MAX = 1 << 30
+JITTER_DISTS = ("uniform", "normal")
+# Default queue: 100 ms at the link rate, but never fewer than 32 full-size packets, so slow links
+# still let TCP grow a window and fast links do not buffer seconds of data.
+DEFAULT_QUEUE_S = 0.1
+DEFAULT_QUEUE_MIN_PKTS = 32
+
+
+@dataclass(frozen=True)
+class Direction:
+    """One direction of the link. Values are SI (bit/s, seconds, percent)."""
+
+    rate_bps: float | None = None
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    jitter_dist: str = "uniform"
+    reorder: bool = False
+    loss_pct: float = 0.0
+    gemodel: tuple[float, float, float, float] | None = None
+    limit_pkts: int | None = None
+    limit_bytes: int | None = None
+
+    def validate(self, prefix: str = "") -> Direction:
+        """Raise ParameterError naming the field (``prefix`` + name) and the bound; return self."""
+        p = prefix
+        if self.rate_bps is not None:
+            _check_number(p + "rate", self.rate_bps)
+            if self.rate_bps < RATE_MIN_BPS:
+                raise ParameterError(
+                    p + "rate", f"must be at least {format_rate(RATE_MIN_BPS)}/s, got {self.rate_bps:g} bit/s"
+                )
+            if self.rate_bps > RATE_MAX_BPS:
+                raise ParameterError(
+                    p + "rate", f"must be at most {format_rate(RATE_MAX_BPS)}/s, got {self.rate_bps:g} bit/s"
+                )
+        for name, value, hi in (("delay", self.delay_s, DELAY_MAX_S), ("jitter", self.jitter_s, JITTER_MAX_S)):
+            _check_number(p + name, value)
+            if value > hi:
+                raise ParameterError(p + name, f"must be at most {format_duration(hi)}, got {value:g} s")
+        if self.jitter_dist not in JITTER_DISTS:
+            raise ParameterError(
+                p + "jitter_dist", f"must be one of {', '.join(JITTER_DISTS)}, got {self.jitter_dist!r}"
+            )
+        _check_percent(p + "loss", self.loss_pct)
+        if self.gemodel is not None:
+            if len(self.gemodel) != 4:
+                raise ParameterError(p + "gemodel", "needs four percentages: p, r, 1-h, 1-k")
+            for part, value in zip(("p", "r", "1-h", "1-k"), self.gemodel, strict=True):
+                _check_percent(f"{p}gemodel.{part}", value)
+            if self.loss_pct:
+                raise ParameterError(p + "loss", "cannot be combined with gemodel (choose one loss model)")
+        if self.limit_pkts is not None and self.limit_bytes is not None:
+            raise ParameterError(p + "limit", "give the queue limit in packets or in bytes, not both")
+        if self.limit_pkts is not None and not 1 <= self.limit_pkts <= LIMIT_PKTS_MAX:
+            raise ParameterError(
+                p + "limit", f"must be between 1 and {LIMIT_PKTS_MAX} packets, got {self.limit_pkts}"
+            )
+        if self.limit_bytes is not None and not MTU_MIN <= self.limit_bytes <= LIMIT_BYTES_MAX:
+            raise ParameterError(
+                p + "limit", f"must be between {MTU_MIN} and {LIMIT_BYTES_MAX} bytes, got {self.limit_bytes}"
+            )
+        return self
+
+    def queue_limit_bytes(self, mtu: int) -> int:
+        """The queue limit in bytes both backends use (packets count as full-size packets)."""
+        if self.limit_bytes is not None:
+            return self.limit_bytes
+        if self.limit_pkts is not None:
+            return self.limit_pkts * mtu
+        if self.rate_bps is None:
+            return DEFAULT_QUEUE_MIN_PKTS * mtu
+        return max(int(self.rate_bps * DEFAULT_QUEUE_S / 8), DEFAULT_QUEUE_MIN_PKTS * mtu)
+
+    def mean_loss_pct(self) -> float:
+        """Long-run loss rate in percent (the stationary Gilbert-Elliott loss when gemodel is set)."""
+        if self.gemodel is None:
+            return self.loss_pct
+        p, r, bad_loss, good_loss = (x / 100 for x in self.gemodel)
+        if p + r == 0:
+            return good_loss * 100
+        pi_bad = p / (p + r)
+        return 100 * (pi_bad * bad_loss + (1 - pi_bad) * good_loss)
+
+    def describe(self) -> str:
+        parts = [format_rate(self.rate_bps) if self.rate_bps else "unshaped"]
+        parts.append(f"delay {format_duration(self.delay_s)}")
+        if self.jitter_s:
+            parts.append(f"jitter {format_duration(self.jitter_s)} {self.jitter_dist}")
+        if self.gemodel:
+            parts.append("loss GE(" + ",".join(f"{x:g}%" for x in self.gemodel) + ")")
+        elif self.loss_pct:
+            parts.append(f"loss {self.loss_pct:g}%")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """A two-way link: ``up`` is client -> server, ``down`` is server -> client."""
+
+    up: Direction
+    down: Direction
+    mtu: int = 1500
+    seed: int = 1
+
+    def validate(self) -> LinkProfile:
+        self.down.validate("")
+        self.up.validate("up_")
+        if isinstance(self.mtu, bool) or not isinstance(self.mtu, int) or not MTU_MIN <= self.mtu <= MTU_MAX:
+            raise ParameterError("mtu", f"must be an integer between {MTU_MIN} and {MTU_MAX}, got {self.mtu!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ParameterError("seed", f"must be an integer between 0 and 2^63-1, got {self.seed!r}")
+        return self
+
+    @property
+    def symmetric(self) -> bool:
+        return self.up == self.down
+
+    @classmethod
+    def parse(
+        cls,
+        rate: object = None,
+        delay: object = 0,
+        jitter: object = 0,
+        loss: object = 0,
+        *,
+        jitter_dist: str = "uniform",
+        reorder: bool = False,
+        gemodel: object = None,
+        limit: object = None,
+        up_rate: object = None,
+        up_delay: object = None,
+        up_jitter: object = None,
+        up_loss: object = None,
+        up_gemodel: object = None,
+        up_limit: object = None,
+        mtu: object = 1500,
+        seed: object = 1,
+    ) -> LinkProfile:
+        """Build a validated profile from human strings (``'10mbit'``, ``'25ms'``, ``'0.5%'``).
+
+        The plain fields set both directions; ``up_*`` override the client -> server direction.
+        """
+        down = Direction(
+            rate_bps=None if rate in (None, "") else parse_rate(rate, "rate"),
+            delay_s=parse_duration(delay, "delay"),
+            jitter_s=parse_duration(jitter, "jitter"),
+            jitter_dist=str(jitter_dist),
+            reorder=bool(reorder),
+            loss_pct=parse_percent(loss, "loss"),
+            gemodel=parse_gemodel(gemodel, "gemodel"),
+            **parse_limit(limit, "limit"),
+        )
+        down.validate("")
+        up = down
+        if up_rate not in (None, ""):
+            up = replace(up, rate_bps=parse_rate(up_rate, "up_rate"))
+        if up_delay not in (None, ""):
+            up = replace(up, delay_s=parse_duration(up_delay, "up_delay"))
+        if up_jitter not in (None, ""):
+            up = replace(up, jitter_s=parse_duration(up_jitter, "up_jitter"))
+        if up_loss not in (None, ""):
+            up = replace(up, loss_pct=parse_percent(up_loss, "up_loss"), gemodel=None)
+        if up_gemodel not in (None, ""):
+            up = replace(up, gemodel=parse_gemodel(up_gemodel, "up_gemodel"), loss_pct=0.0)
+        if up_limit not in (None, ""):
+            up = replace(up, **parse_limit(up_limit, "up_limit"))
+        return cls(up=up, down=down, mtu=_parse_int(mtu, "mtu"), seed=_parse_int(seed, "seed")).validate()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"up": asdict(self.up), "down": asdict(self.down), "mtu": self.mtu, "seed": self.seed}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | str) -> LinkProfile:
+        if isinstance(data, str):
+            data = json.loads(data)
+
+        def direction(d: dict[str, Any]) -> Direction:
+            d = dict(d)
+            if d.get("gemodel") is not None:
+                d["gemodel"] = tuple(float(x) for x in d["gemodel"])
+            try:
+                return Direction(**d)
+            except TypeError as exc:
+                raise ParameterError("profile", f"not a link profile direction: {exc}") from None
+
+        return cls(
+            up=direction(data["up"]),
+            down=direction(data["down"]),
+            mtu=int(data.get("mtu", 1500)),
+            seed=int(data.get("seed", 1)),
+        ).validate()
+
+    def summary(self) -> dict[str, Any]:
+        """Flat configured values for tables and charts (down direction first, as users think)."""
+        return {
+            "rate_bps": self.down.rate_bps,
+            "up_rate_bps": self.up.rate_bps,
+            "delay_ms": self.down.delay_s * 1e3,
+            "up_delay_ms": self.up.delay_s * 1e3,
+            "rtt_ms": (self.down.delay_s + self.up.delay_s) * 1e3,
+            "jitter_ms": self.down.jitter_s * 1e3,
+            "loss_pct": self.down.mean_loss_pct(),
+            "up_loss_pct": self.up.mean_loss_pct(),
+            "mtu": self.mtu,
+        }
+
+
+def _check_number(field: str, value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ParameterError(field, f"must be a number, got {value!r}")
+    if math.isnan(value):
+        raise ParameterError(field, "must be a number, got NaN")
+    if math.isinf(value):
+        raise ParameterError(field, f"must be finite, got {value!r}")
+    if value < 0:
+        raise ParameterError(field, f"must not be negative, got {value!r}")
+
+
+def _check_percent(field: str, value: float) -> None:
+    _check_number(field, value)
+    if value > 100:
+        raise ParameterError(field, f"must be at most 100 %, got {value:g} %")
+
+
+def _parse_int(value: object, field: str) -> int:
+    if isinstance(value, bool):
+        raise ParameterError(field, f"must be an integer, got {value!r}")
+    try:
+        as_float = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ParameterError(field, f"must be an integer, got {value!r}") from None
+    if not as_float.is_integer():
+        raise ParameterError(field, f"must be an integer, got {value!r}")
+    return int(as_float)
+
+
+def parse_gemodel(value: object, field: str = "gemodel") -> tuple[float, float, float, float] | None:
+    """``'1%,30%'`` or ``'1%,30%,100%,0%'`` (p, r, 1-h, 1-k) -> four percentages.
+
+    Missing values take netem's defaults: r = 100 - p, 1-h = 100 % (the bad state loses every
+    packet), 1-k = 0 % (the good state loses none): the simple Gilbert model.
+    """
+    if value in (None, ""):
+        return None
+    items = [s for s in value.replace(" ", ",").split(",") if s] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not 1 <= len(items) <= 4:
+        raise ParameterError(field, f"needs one to four percentages 'p,r,1-h,1-k', got {value!r}")
+    names = ("p", "r", "1-h", "1-k")
+    parsed = [parse_percent(x, f"{field}.{names[i]}") for i, x in enumerate(items)]
+    defaults = [None, 100 - parsed[0], 100.0, 0.0]
+    while len(parsed) < 4:
+        parsed.append(defaults[len(parsed)])  # type: ignore[arg-type]
+    return (parsed[0], parsed[1], parsed[2], parsed[3])
+
+
+def parse_limit(value: object, field: str = "limit") -> dict[str, int | None]:
+    """``'100pkt'`` or a bare integer -> packets; ``'64kb'`` / ``'90000b'`` -> bytes."""
+    if value in (None, ""):
+        return {"limit_pkts": None, "limit_bytes": None}
+    text = str(value).strip().lower()
+    # A bare number is a packet count (as tc's pfifo limit); a byte unit makes it bytes.
+    in_packets = not text[-1:].isalpha() or text.endswith(("pkt", "p"))
+    count = parse_size(value, field)
+    if count < 1:
+        raise ParameterError(field, f"must be at least 1, got {value!r}")
+    return {"limit_pkts": count, "limit_bytes": None} if in_packets else {"limit_pkts": None, "limit_bytes": count}
+
+
+class LinkParams(BaseModel):
+    """The link parameters every job type embeds (subclass it), so sweeps share one vocabulary.
+
+    Values arrive as human strings or SI numbers; ``to_profile()`` gives the validated profile.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    rate: params.Rate(RATE_MIN_BPS, RATE_MAX_BPS) | None = Field(  # type: ignore[valid-type]
+        default=None, description="bottleneck rate, both directions (e.g. 10mbit); empty = unshaped"
+    )
+    delay: params.Duration(0.0, DELAY_MAX_S) = Field(default=0.0, description="one-way delay (e.g. 25ms)")  # type: ignore[valid-type]
+    jitter: params.Duration(0.0, JITTER_MAX_S) = Field(default=0.0, description="delay variation")  # type: ignore[valid-type]
+    jitter_dist: Literal["uniform", "normal"] = "uniform"
+    reorder: bool = Field(default=False, description="let jittered packets overtake each other")
+    loss: params.Percent() = Field(default=0.0, description="random loss per packet (e.g. 0.5%)")  # type: ignore[valid-type]
+    gemodel: str | None = Field(default=None, description="Gilbert-Elliott loss 'p,r,1-h,1-k' in %")
+    limit: str | int | None = Field(default=None, description="queue limit: 100pkt or 64kb")
+    up_rate: params.Rate(RATE_MIN_BPS, RATE_MAX_BPS) | None = None  # type: ignore[valid-type]
+    up_delay: params.Duration(0.0, DELAY_MAX_S) | None = None  # type: ignore[valid-type]
+    up_jitter: params.Duration(0.0, JITTER_MAX_S) | None = None  # type: ignore[valid-type]
+    up_loss: params.Percent() | None = None  # type: ignore[valid-type]
+    mtu: int = Field(default=1500, ge=MTU_MIN, le=MTU_MAX)
+
+    def to_profile(self, seed: int = 1) -> LinkProfile:
+        return LinkProfile.parse(
+            rate=self.rate,
+            delay=self.delay,
+            jitter=self.jitter,
+            loss=self.loss,
+            jitter_dist=self.jitter_dist,
+            reorder=self.reorder,
+            gemodel=self.gemodel,
+            limit=self.limit,
+            up_rate=self.up_rate,
+            up_delay=self.up_delay,
+            up_jitter=self.up_jitter,
+            up_loss=self.up_loss,
+            mtu=self.mtu,
+            seed=seed,
+        )
