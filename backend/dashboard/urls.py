@@ -1,6 +1,21 @@
-"""Dashboard URLs (filled in by the dashboard engineer)."""
+"""Dashboard URLs: researcher pages at the site root (login at /accounts/login/)."""
 
-from django.urls import URLPattern, URLResolver
+from django.urls import URLPattern, URLResolver, path
+
+from dashboard import views
 
 app_name = "dashboard"
-urlpatterns: list[URLPattern | URLResolver] = []
+urlpatterns: list[URLPattern | URLResolver] = [
+    path("", views.experiment_list, name="experiments"),
+    path("experiments/<int:pk>/", views.experiment_detail, name="experiment"),
+    path("sweeps/new/", views.sweep_new, name="sweep_new"),
+    path("sweeps/<int:pk>/", views.sweep_detail, name="sweep"),
+    path("sweeps/<int:pk>/progress.json", views.sweep_progress, name="sweep_progress"),
+    path("sweeps/<int:pk>/trials/", views.sweep_trials, name="sweep_trials"),
+    path("sweeps/<int:pk>/chart.json", views.sweep_chart, name="sweep_chart"),
+    path("sweeps/<int:pk>/cancel/", views.sweep_cancel, name="sweep_cancel"),
+    path("sweeps/<int:pk>/export/summaries.csv", views.export_summaries, name="export_summaries"),
+    path("sweeps/<int:pk>/export/samples.csv", views.export_samples, name="export_samples"),
+    path("trials/<int:pk>/", views.trial_detail, name="trial"),
+    path("artifacts/<int:pk>/download/", views.artifact_download, name="artifact_download"),
+]

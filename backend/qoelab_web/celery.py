@@ -11,22 +11,26 @@ from django.conf import settings
 
 RUN_TRIAL = "qoelab.run_trial"
 
-_app: Celery | None = None
+_apps: dict[str, Celery] = {}
 
 
 def get_app() -> Celery:
-    global _app
-    if _app is None:
-        app = Celery("qoelab_web", broker=settings.CELERY_BROKER_URL)
+    """The sender app for the configured broker (one per URL, so tests can point elsewhere)."""
+    url = settings.CELERY_BROKER_URL
+    if url not in _apps:
+        app = Celery("qoelab_web", broker=url, set_as_current=False)
         app.conf.update(
             broker_connection_retry_on_startup=False,
             broker_connection_max_retries=1,
-            broker_transport_options={"max_retries": 1, "socket_timeout": 5, "socket_connect_timeout": 5},
+            broker_transport_options={"socket_timeout": 5, "socket_connect_timeout": 5},
+            # A dead broker must fail the tick in about a second, not hang it; the trial then
+            # goes back to pending and the next tick tries again.
+            task_publish_retry_policy={"max_retries": 1, "interval_start": 0, "interval_step": 0.5},
             task_serializer="json",
             accept_content=["json"],
         )
-        _app = app
-    return _app
+        _apps[url] = app
+    return _apps[url]
 
 
 def host_queue(host_name: str) -> str:

@@ -33,6 +33,17 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be 'true' or 'false', got {raw!r}")
 
 
+def env_str(name: str, default: str) -> str:
+    """The variable, or ``default`` when unset or empty (an empty line in .env means "default")."""
+    raw = os.environ.get(name, "").strip()
+    return raw or default
+
+
+def env_csv(name: str, default: list[str]) -> list[str]:
+    raw = os.environ.get(name, "").strip()
+    return [x.strip() for x in raw.split(",") if x.strip()] if raw else default
+
+
 def env_int(name: str, default: int, lo: int = 1) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":
@@ -50,7 +61,7 @@ DEBUG = env_bool("QOELAB_DEBUG", False)
 # The test suite runs with production settings (DEBUG off) but needs no secret.
 TESTING = "pytest" in sys.modules
 
-SECRET_KEY = os.environ.get("QOELAB_SECRET_KEY", "")
+SECRET_KEY = env_str("QOELAB_SECRET_KEY", "")
 if not SECRET_KEY:
     if not (DEBUG or TESTING):
         raise ImproperlyConfigured(
@@ -59,8 +70,8 @@ if not SECRET_KEY:
         )
     SECRET_KEY = "qoelab-insecure-development-key-do-not-use-in-production"
 
-ALLOWED_HOSTS = env.list("QOELAB_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "web"])
-CSRF_TRUSTED_ORIGINS = env.list("QOELAB_CSRF_TRUSTED_ORIGINS", default=[])
+ALLOWED_HOSTS = env_csv("QOELAB_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "web"])
+CSRF_TRUSTED_ORIGINS = env_csv("QOELAB_CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -109,11 +120,13 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/qoelab")}
+DATABASES = {
+    "default": env.db_url_config(env_str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/qoelab"))
+}
 DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -126,7 +139,9 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = Path(os.environ.get("QOELAB_STATIC_ROOT", str(REPO_DIR / ".state" / "static")))
+STATIC_ROOT = Path(env_str("QOELAB_STATIC_ROOT", str(REPO_DIR / ".state" / "static")))
+# Until collectstatic has run, files come from the finders (dev server, tests).
+WHITENOISE_USE_FINDERS = True
 STATICFILES_DIRS = [p for p in (REPO_DIR / "frontend" / "dist",) if p.is_dir()]
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
@@ -138,7 +153,7 @@ STORAGES = {
     },
 }
 
-MEDIA_ROOT = Path(os.environ.get("QOELAB_MEDIA_ROOT", str(REPO_DIR / ".state" / "media")))
+MEDIA_ROOT = Path(env_str("QOELAB_MEDIA_ROOT", str(REPO_DIR / ".state" / "media")))
 MEDIA_URL = "/media/"
 
 LOGIN_URL = "/accounts/login/"
@@ -184,13 +199,13 @@ QOELAB_MAX_ARTIFACT_BYTES = env_int("QOELAB_MAX_ARTIFACT_BYTES", 2 * 1024**3)
 # Artifact uploads stream to disk above this size instead of being held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("QOELAB_MAX_REQUEST_BYTES", 64 * 1024**2)
-QOELAB_CODE_REVISION = os.environ.get("QOELAB_CODE_REVISION", "")
+QOELAB_CODE_REVISION = env_str("QOELAB_CODE_REVISION", "")
 
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("QOELAB_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env_str("QOELAB_LOG_LEVEL", "INFO").upper()},
     "loggers": {"django.db.backends": {"level": "WARNING"}},
 }

@@ -127,11 +127,34 @@
     return { suggestedMin: Math.min(...ok), suggestedMax: Math.max(...ok) };
   }
 
+  // Pad the x range so end points and their whiskers are not cut in half by the chart edge.
+  function xBounds(sets, log) {
+    const xs = sets.flatMap((d) => d.data.map((p) => p.x)).filter((v) => Number.isFinite(v) && (!log || v > 0));
+    if (!xs.length) return {};
+    const lo = Math.min(...xs);
+    const hi = Math.max(...xs);
+    if (log) return { min: lo / 1.3, max: hi * 1.3 };
+    const pad = (hi - lo || Math.abs(hi) || 1) * 0.05;
+    return { min: lo - pad, max: hi + pad };
+  }
+
+  // A log axis labels every minor tick (1.5, 3, 4, …); keep 1-2-5 steps so labels stay readable.
+  function logTicks(value) {
+    const mantissa = Number((value / Math.pow(10, Math.floor(Math.log10(value)))).toPrecision(3));
+    return [1, 2, 5].includes(mantissa) ? fmt(value) : "";
+  }
+
+  function axis(log, title) {
+    const out = { type: log ? "logarithmic" : "linear", title: { display: true, text: title } };
+    // includeBounds off: the padded ends (e.g. -2.45) are not nice numbers to label.
+    out.ticks = log ? { autoSkip: false, includeBounds: false, callback: logTicks } : { includeBounds: false };
+    return out;
+  }
+
   function render(canvas, payload) {
     const old = window.Chart.getChart(canvas);
     if (old) old.destroy();
     const sets = datasets(payload);
-    const scaleType = (log) => (log ? "logarithmic" : "linear");
     const chart = new window.Chart(canvas, {
       type: "scatter",
       data: { datasets: sets },
@@ -141,15 +164,8 @@
         responsive: true,
         maintainAspectRatio: false,
         scales: {
-          x: {
-            type: scaleType(payload.log_x),
-            title: { display: true, text: payload.x_label },
-          },
-          y: {
-            type: scaleType(payload.log_y),
-            title: { display: true, text: payload.y_label },
-            ...yBounds(sets, payload.log_y),
-          },
+          x: { ...axis(payload.log_x, payload.x_label), ...xBounds(sets, payload.log_x) },
+          y: { ...axis(payload.log_y, payload.y_label), ...yBounds(sets, payload.log_y) },
         },
         plugins: {
           legend: { display: sets.length > 1, position: "bottom" },

@@ -97,6 +97,7 @@
     setText(root, "cancelled", p.cancelled);
     setText(root, "eta", p.finished ? "finished" : formatEta(p.eta_s));
     setText(root, "state", p.state);
+    setText(root, "blocked", p.blocked || "");
     root.dataset.state = p.state;
     const cancel = document.getElementById("cancel-sweep");
     if (cancel && p.finished) cancel.hidden = true;

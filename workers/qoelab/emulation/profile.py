@@ -14,7 +14,7 @@ so their semantics are fixed here and in ``docs/emulation.md``:
   of ``tc ... loss gemodel p r 1-h 1-k`` in percent: p = P(good -> bad), r = P(bad -> good),
   1-h = loss probability in the bad state, 1-k = loss probability in the good state.
 * ``limit_pkts`` / ``limit_bytes``: the queue in front of the rate limiter (at most one is set);
-  with neither, :meth:`Direction.queue_limit_bytes` gives the default.
+  with neither, 1000 packets (netem's default).
 """
 
 from __future__ import annotations
@@ -45,10 +45,9 @@ MTU_MIN, MTU_MAX = 576, 9000
 LIMIT_PKTS_MAX = 1_000_000
 LIMIT_BYTES_MAX = 1 << 30
 JITTER_DISTS = ("uniform", "normal")
-# Default queue: 100 ms at the link rate, but never fewer than 32 full-size packets, so slow links
-# still let TCP grow a window and fast links do not buffer seconds of data.
-DEFAULT_QUEUE_S = 0.1
-DEFAULT_QUEUE_MIN_PKTS = 32
+# Default queue when none is given: 1000 packets, netem's (and a NIC's txqueuelen) default, which
+# the userspace emulator uses too, so both backends queue alike.
+DEFAULT_LIMIT_PKTS = 1000
 
 
 @dataclass(frozen=True)
@@ -72,16 +71,23 @@ class Direction:
             _check_number(p + "rate", self.rate_bps)
             if self.rate_bps < RATE_MIN_BPS:
                 raise ParameterError(
-                    p + "rate", f"must be at least {format_rate(RATE_MIN_BPS)}/s, got {self.rate_bps:g} bit/s"
+                    p + "rate",
+                    f"must be at least {format_rate(RATE_MIN_BPS)}/s, got {format_rate(self.rate_bps)}/s",
                 )
             if self.rate_bps > RATE_MAX_BPS:
                 raise ParameterError(
-                    p + "rate", f"must be at most {format_rate(RATE_MAX_BPS)}/s, got {self.rate_bps:g} bit/s"
+                    p + "rate",
+                    f"must be at most {format_rate(RATE_MAX_BPS)}/s, got {format_rate(self.rate_bps)}/s",
                 )
-        for name, value, hi in (("delay", self.delay_s, DELAY_MAX_S), ("jitter", self.jitter_s, JITTER_MAX_S)):
+        for name, value, hi in (
+            ("delay", self.delay_s, DELAY_MAX_S),
+            ("jitter", self.jitter_s, JITTER_MAX_S),
+        ):
             _check_number(p + name, value)
             if value > hi:
-                raise ParameterError(p + name, f"must be at most {format_duration(hi)}, got {value:g} s")
+                raise ParameterError(
+                    p + name, f"must be at most {format_duration(hi)}, got {format_duration(value)}"
+                )
         if self.jitter_dist not in JITTER_DISTS:
             raise ParameterError(
                 p + "jitter_dist", f"must be one of {', '.join(JITTER_DISTS)}, got {self.jitter_dist!r}"
@@ -110,11 +116,7 @@ class Direction:
         """The queue limit in bytes both backends use (packets count as full-size packets)."""
         if self.limit_bytes is not None:
             return self.limit_bytes
-        if self.limit_pkts is not None:
-            return self.limit_pkts * mtu
-        if self.rate_bps is None:
-            return DEFAULT_QUEUE_MIN_PKTS * mtu
-        return max(int(self.rate_bps * DEFAULT_QUEUE_S / 8), DEFAULT_QUEUE_MIN_PKTS * mtu)
+        return (self.limit_pkts or DEFAULT_LIMIT_PKTS) * mtu
 
     def mean_loss_pct(self) -> float:
         """Long-run loss rate in percent (the stationary Gilbert-Elliott loss when gemodel is set)."""
@@ -151,7 +153,9 @@ class LinkProfile:
         self.down.validate("")
         self.up.validate("up_")
         if isinstance(self.mtu, bool) or not isinstance(self.mtu, int) or not MTU_MIN <= self.mtu <= MTU_MAX:
-            raise ParameterError("mtu", f"must be an integer between {MTU_MIN} and {MTU_MAX}, got {self.mtu!r}")
+            raise ParameterError(
+                "mtu", f"must be an integer between {MTU_MIN} and {MTU_MAX}, got {self.mtu!r}"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ParameterError("seed", f"must be an integer between 0 and 2^63-1, got {self.seed!r}")
         return self
@@ -308,7 +312,11 @@ def parse_limit(value: object, field: str = "limit") -> dict[str, int | None]:
     count = parse_size(value, field)
     if count < 1:
         raise ParameterError(field, f"must be at least 1, got {value!r}")
-    return {"limit_pkts": count, "limit_bytes": None} if in_packets else {"limit_pkts": None, "limit_bytes": count}
+    return (
+        {"limit_pkts": count, "limit_bytes": None}
+        if in_packets
+        else {"limit_pkts": None, "limit_bytes": count}
+    )
 
 
 class LinkParams(BaseModel):

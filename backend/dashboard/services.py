@@ -1,0 +1,344 @@
+"""Read-side helpers for the dashboard: parameter descriptions, progress, chart data, CSV rows.
+
+Chart numbers come from ``results.services.aggregate``: the mean of the per-trial values of
+succeeded trials at each (series, x) point with a 95 % confidence interval from Student's t
+distribution, mean ± t(0.975, n−1)·s/√n; n = 1 has no interval (ci_low/ci_high are None and the
+chart shows the point without a bar). See docs/dashboard.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import typing
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection
+from experiments import services as experiments_services
+from experiments.choices import TrialStatus
+from experiments.models import Sweep, Trial
+from pydantic import BaseModel
+from qoelab.jobs.base import ChartSpec, JobType
+from results import services as results_services
+from results.models import Sample, SummaryValue
+
+CONFIDENCE = 0.95  # what results.services.aggregate computes; shown in the payload
+
+
+# ---- job-type parameters ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParamInfo:
+    name: str
+    title: str
+    description: str
+    unit: str
+    required: bool
+    default: str | None  # for display, in the parameter's unit ('0ms'); None = no value (unset)
+    bounds: str  # human text, e.g. "8kbit/s … 10gbit/s"; empty when unknown
+    choices: tuple[str, ...] = ()
+
+
+def _annotated_metadata(annotation: Any) -> list[Any]:
+    """Metadata of an Annotated type, also inside ``X | None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return list(typing.get_args(annotation)[1:])
+    out: list[Any] = []
+    for arg in typing.get_args(annotation):
+        out += _annotated_metadata(arg)
+    return out
+
+
+def _bounds_from_validator(model: type[BaseModel], name: str) -> tuple[Any, Any, Any]:
+    """(lo, hi, fmt) of a qoelab.params field, read from its validator's closure.
+
+    qoelab.params puts the unit into the JSON schema but not the bounds (yet); the validator closes
+    over them, so we read them there rather than duplicating the numbers. Returns Nones when the
+    field is not one of those types.
+    """
+    field = model.model_fields[name]
+    for meta in [*field.metadata, *_annotated_metadata(field.annotation)]:
+        func = getattr(meta, "func", None)
+        code = getattr(func, "__code__", None)
+        if code is None or not func.__closure__:
+            continue
+        cells = dict(zip(code.co_freevars, (c.cell_contents for c in func.__closure__), strict=False))
+        if "lo" in cells and "hi" in cells:
+            return cells["lo"], cells["hi"], cells.get("fmt")
+    return None, None, None
+
+
+def _plain(prop: dict[str, Any]) -> dict[str, Any]:
+    """The non-null branch of an optional property's anyOf, merged over the property."""
+    branches = [b for b in prop.get("anyOf", []) if b.get("type") != "null"]
+    return {**branches[0], **{k: v for k, v in prop.items() if k != "anyOf"}} if len(branches) == 1 else prop
+
+
+def describe_params(job: JobType) -> list[ParamInfo]:
+    schema = job.params.model_json_schema()
+    required = set(schema.get("required", []))
+    out = []
+    for name, raw in schema.get("properties", {}).items():
+        prop = _plain(raw)
+        lo, hi = prop.get("x-minimum", prop.get("minimum")), prop.get("x-maximum", prop.get("maximum"))
+        fmt: Any = None
+        if lo is None and hi is None:
+            lo, hi, fmt = _bounds_from_validator(job.params, name)
+        show = fmt or (lambda v: f"{v:g}" if isinstance(v, float) else str(v))
+        if lo is not None and hi is not None:
+            bounds = f"{show(lo)} … {show(hi)}"
+        elif lo is not None:
+            bounds = f"at least {show(lo)}"
+        elif hi is not None:
+            bounds = f"at most {show(hi)}"
+        else:
+            bounds = ""
+        default = prop.get("default")
+        if isinstance(default, bool):
+            shown = "true" if default else "false"
+        elif isinstance(default, int | float) and fmt is not None:
+            shown = fmt(default)  # 0.0 s reads as '0ms', as a user would type it
+        else:
+            shown = None if default is None else str(default)
+        out.append(
+            ParamInfo(
+                name=name,
+                title=prop.get("title", name),
+                description=prop.get("description", ""),
+                unit=prop.get("x-unit", ""),
+                required=name in required,
+                default=shown,
+                bounds=bounds,
+                choices=tuple(str(v) for v in prop.get("enum", ())),
+            )
+        )
+    return out
+
+
+def parse_value_list(text: str) -> list[str]:
+    """'1mbit, 10mbit' -> ['1mbit', '10mbit']; values stay as written, the job type parses units."""
+    return [v.strip() for v in text.split(",") if v.strip()]
+
+
+# ---- display units ----------------------------------------------------------------------------
+
+_DISPLAY = {
+    "bit/s": (1e6, "Mbit/s"),
+    "bps": (1e6, "Mbit/s"),
+    "s": (1e-3, "ms"),
+    "B": (1e3, "kB"),
+    "bytes": (1e3, "kB"),
+}
+
+
+def display_scale(unit: str) -> tuple[float, str]:
+    """How to show SI values of ``unit`` on an axis: (divide by, unit label)."""
+    return _DISPLAY.get(unit, (1.0, unit))
+
+
+def axis_label(title: str, unit: str) -> str:
+    return f"{title} ({unit})" if unit else title
+
+
+# ---- progress ---------------------------------------------------------------------------------
+
+
+def progress(sweep: Sweep) -> dict[str, Any]:
+    """The backend's progress (counts, done/total, ETA, why it is blocked) in the page's flat shape."""
+    p = experiments_services.progress(sweep)
+    counts = p["counts"]
+    total, done = p["total"], p["done"]
+    open_ = total - done
+    if total and not open_:
+        state = "cancelled" if sweep.is_cancelled else "finished"
+    elif p["blocked"]:
+        state = "blocked"
+    elif counts[TrialStatus.RUNNING] or done:
+        state = "running"
+    else:
+        state = "waiting"
+    return {
+        "sweep": sweep.pk,
+        "total": total,
+        "done": done,
+        **{s: counts.get(s, 0) for s in TrialStatus.values},
+        "finished": total > 0 and open_ == 0,
+        "state": state,
+        "eta_s": None if p["eta_s"] is None else round(p["eta_s"], 1),
+        "mean_trial_s": p["mean_trial_s"],
+        "blocked": p["blocked"] or "",
+        "cancelled_at": sweep.cancelled_at.isoformat() if sweep.cancelled_at else None,
+    }
+
+
+# ---- aggregation ------------------------------------------------------------------------------
+
+
+def series_labels(sweep: Sweep, param: str) -> dict[Any, str]:
+    """Resolved (SI) value -> value as written, e.g. 0.005 -> '5ms', for legend labels."""
+    pairs = sweep.trials.values_list(f"resolved__{param}", f"params__{param}").distinct()
+    return {resolved: str(written) for resolved, written in pairs}
+
+
+def aggregate(sweep: Sweep, y: str, x: str, series: str | None = None, source: str = "summary") -> list[dict]:
+    """The backend's aggregate (mean, Student-t 95 % CI, n per point) with legend labels.
+
+    One entry per series value: {key, label, points: [{x, mean, ci_low, ci_high, n, sd}]}.
+    """
+    agg = results_services.aggregate(sweep, y, x, series, source)
+    labels = series_labels(sweep, series) if series else {}
+    out = []
+    for s in agg["series"]:
+        key = s["value"]
+        label = f"{series} = {labels.get(key, key)}" if series else "all trials"
+        out.append({"key": key, "label": label, "points": s["points"]})
+    return out
+
+
+def chart_payload(sweep: Sweep, job: JobType | None, spec: ChartSpec) -> dict[str, Any]:
+    params = {p.name: p for p in describe_params(job)} if job else {}
+    metrics = {m.name: m for m in job.metrics} if job else {}
+    x_info = params.get(spec.x)
+    metric = metrics.get(spec.y)
+    series = aggregate(sweep, spec.y, spec.x, spec.series, spec.source)
+    return {
+        "key": spec.key,
+        "title": spec.title,
+        "x": spec.x,
+        "y": spec.y,
+        "series_param": spec.series,
+        "x_label": spec.x_label
+        or axis_label(x_info.title if x_info else spec.x, x_info.unit if x_info else ""),
+        "y_label": spec.y_label
+        or axis_label(metric.label if metric else spec.y, metric.unit if metric else ""),
+        "x_scale": spec.x_scale,
+        "y_scale": spec.y_scale,
+        "log_x": spec.log_x,
+        "log_y": spec.log_y,
+        "identity": spec.identity,
+        "confidence": CONFIDENCE,
+        "series": [{"label": s["label"], "points": s["points"]} for s in series],
+    }
+
+
+def custom_spec(
+    job: JobType | None, y: str, x: str, series: str | None, log_x: bool, log_y: bool
+) -> ChartSpec:
+    """A ChartSpec for the custom-chart control, with display units chosen from the declared units."""
+    params = {p.name: p for p in describe_params(job)} if job else {}
+    metrics = {m.name: m for m in job.metrics} if job else {}
+    x_unit = params[x].unit if x in params else ""
+    y_unit = metrics[y].unit if y in metrics else ""
+    xs, x_disp = display_scale(x_unit)
+    ys, y_disp = display_scale(y_unit)
+    x_title = params[x].title if x in params else x
+    y_title = metrics[y].label if y in metrics else y
+    return ChartSpec(
+        key="custom",
+        title=f"{y_title} vs {x_title}" + (f" by {series}" if series else ""),
+        x=x,
+        y=y,
+        series=series,
+        log_x=log_x,
+        log_y=log_y,
+        x_label=axis_label(x_title, x_disp),
+        y_label=axis_label(y_title, y_disp),
+        x_scale=xs,
+        y_scale=ys,
+    )
+
+
+# ---- CSV export -------------------------------------------------------------------------------
+
+
+class Echo:
+    """A file-like object whose write returns the line, for csv.writer inside a generator."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def param_columns(sweep: Sweep) -> list[str]:
+    cols = list(sweep.grid_order or list(sweep.grid))
+    cols += [p for p in sweep.fixed if p not in cols]
+    return cols
+
+
+def _chunks(qs: Iterable[Trial], size: int = 500) -> Iterator[list[Trial]]:
+    chunk: list[Trial] = []
+    for t in qs:
+        chunk.append(t)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _cell(v: Any) -> Any:
+    return "" if v is None else v
+
+
+def summaries_csv(sweep: Sweep, job: JobType | None) -> Iterator[str]:
+    """One row per trial: ids, parameters as written, status, then every summary metric."""
+    writer = csv.writer(Echo())
+    params = param_columns(sweep)
+    declared = [m.name for m in job.metrics] if job else []
+    stored = SummaryValue.objects.filter(trial__sweep=sweep).values_list("name", flat=True).distinct()
+    metrics = declared + sorted(set(stored) - set(declared))
+    yield writer.writerow(
+        ["trial_id", "index", *params, "repetition", "status", "attempts", "host", "error", *metrics]
+    )
+    trials = sweep.trials.order_by("index").iterator(chunk_size=500)
+    for chunk in _chunks(trials):
+        values: dict[int, dict[str, float]] = defaultdict(dict)
+        for tid, name, value in SummaryValue.objects.filter(trial__in=chunk).values_list(
+            "trial_id", "name", "value"
+        ):
+            values[tid][name] = value
+        for t in chunk:
+            row = [t.pk, t.index, *(_cell(t.params.get(p)) for p in params), t.repetition, t.status]
+            row += [t.attempts, t.host_name, t.error]
+            row += [_cell(values[t.pk].get(m)) for m in metrics]
+            yield writer.writerow(row)
+
+
+def sample_keys(sweep: Sweep) -> list[str]:
+    """Distinct keys of the samples' JSON values (PostgreSQL does the scan, not Python)."""
+    sample_table = Sample._meta.db_table
+    trial_table = Trial._meta.db_table
+    with connection.cursor() as cur:
+        cur.execute(
+            f"SELECT DISTINCT jsonb_object_keys(s.values) FROM {sample_table} s "  # noqa: S608 - table names are ours
+            f"JOIN {trial_table} t ON t.id = s.trial_id WHERE t.sweep_id = %s "
+            "AND jsonb_typeof(s.values) = 'object'",
+            [sweep.pk],
+        )
+        return sorted(r[0] for r in cur.fetchall())
+
+
+def samples_csv(sweep: Sweep) -> Iterator[str]:
+    """One row per sample: trial id, parameters as written, repetition, kind, index, values."""
+    writer = csv.writer(Echo())
+    params = param_columns(sweep)
+    keys = sample_keys(sweep)
+    yield writer.writerow(["trial_id", *params, "repetition", "kind", "index", *keys])
+    trials = {
+        t["id"]: t for t in sweep.trials.values("id", "params", "repetition")
+    }  # parameters per trial, small next to the samples
+    rows = (
+        Sample.objects.filter(trial__sweep=sweep)
+        .order_by("trial_id", "kind", "index")
+        .values_list("trial_id", "kind", "index", "values")
+        .iterator(chunk_size=2000)
+    )
+    for tid, kind, index, vals in rows:
+        t = trials[tid]
+        vals = vals or {}
+        yield writer.writerow(
+            [tid, *(_cell(t["params"].get(p)) for p in params), t["repetition"], kind, index]
+            + [_cell(vals.get(k)) for k in keys]
+        )

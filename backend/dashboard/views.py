@@ -1,0 +1,294 @@
+"""Researcher pages: experiments, sweeps (progress, charts, trials), trials, CSV and artifacts.
+
+Every view goes through ``researcher_required`` and looks objects up in the querysets of
+``dashboard.access``, so another researcher's sweep is a 404 and an evaluator gets a 403.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from typing import Any
+
+from django.contrib import messages
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from experiments import jobtypes
+from experiments import services as experiments_services
+from experiments.choices import TERMINAL, TrialStatus
+from experiments.models import Sweep
+from results.models import Artifact, Sample
+
+from dashboard import services
+from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
+from dashboard.forms import SweepForm
+
+SAMPLES_PER_PAGE = 50
+
+
+@require_GET
+@researcher_required
+def experiment_list(request: HttpRequest) -> HttpResponse:
+    experiments = (
+        experiments_for(request.user)
+        .select_related("owner")
+        .annotate(
+            n_sweeps=Count("sweeps", distinct=True),
+            n_trials=Count("sweeps__trials"),
+            n_done=Count("sweeps__trials", filter=Q(sweeps__trials__status__in=list(TERMINAL))),
+            n_failed=Count("sweeps__trials", filter=Q(sweeps__trials__status=TrialStatus.FAILED)),
+        )
+    )
+    return render(request, "dashboard/experiment_list.html", {"experiments": experiments})
+
+
+@require_GET
+@researcher_required
+def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    experiment = get_object_or_404(experiments_for(request.user).select_related("owner"), pk=pk)
+    sweeps = experiment.sweeps.annotate(
+        n_trials=Count("trials"),
+        n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
+        n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
+    )
+    job = jobtypes.get_job(experiment.job_type)
+    return render(
+        request, "dashboard/experiment_detail.html", {"experiment": experiment, "sweeps": sweeps, "job": job}
+    )
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def sweep_new(request: HttpRequest) -> HttpResponse:
+    jobs = jobtypes.registry()
+    if not jobs:
+        return render(request, "dashboard/sweep_new.html", {"jobs": {}, "form": None}, status=503)
+    initial: dict[str, Any] = {}
+    exp_id = request.GET.get("experiment", "")
+    preset_exp = experiments_for(request.user).filter(pk=exp_id).first() if exp_id.isdigit() else None
+    if preset_exp is not None:
+        initial["experiment"] = preset_exp.pk
+    name = (
+        request.POST.get("job_type")
+        or request.GET.get("job_type")
+        or (preset_exp.job_type if preset_exp else None)
+    )
+    if name is None:
+        name = "link_check" if "link_check" in jobs else sorted(jobs)[0]
+    job = jobs.get(name)
+    if job is None:
+        return HttpResponseBadRequest(
+            f"unknown job type {name!r} (known: {jobtypes.known_names()})", content_type="text/plain"
+        )
+
+    form = SweepForm(request.POST or None, job=job, user=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        try:
+            sweep = experiments_services.create_sweep(form.to_spec(), request.user)
+        except experiments_services.SpecError as exc:
+            form.add_spec_errors(exc.errors)
+        else:
+            messages.success(request, f"Sweep '{sweep.name}' created with {sweep.trial_count} trials.")
+            return redirect("dashboard:sweep", pk=sweep.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(
+        request,
+        "dashboard/sweep_new.html",
+        {"form": form, "job": job, "jobs": sorted(jobs.values(), key=lambda j: j.name)},
+        status=status,
+    )
+
+
+def _sweep_or_404(request: HttpRequest, pk: int) -> Sweep:
+    return get_object_or_404(sweeps_for(request.user), pk=pk)
+
+
+def _trial_rows(sweep: Sweep):
+    return sweep.trials.order_by("index").only(
+        "id",
+        "index",
+        "params",
+        "repetition",
+        "status",
+        "attempts",
+        "max_attempts",
+        "host_name",
+        "started_at",
+        "finished_at",
+        "error",
+    )
+
+
+@require_GET
+@researcher_required
+def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = _sweep_or_404(request, pk)
+    job = jobtypes.get_job(sweep.job_type)
+    progress = services.progress(sweep)
+    params = services.describe_params(job) if job else []
+    swept = [p for p in sweep.grid_order or list(sweep.grid)]
+    metrics = list(job.metrics) if job else []
+    if job is None:
+        messages.error(
+            request, f"Job type {sweep.job_type!r} is not registered here; charts are unavailable."
+        )
+    chart_base = reverse("dashboard:sweep_chart", args=[sweep.pk])
+    presets = [
+        {"spec": c, "url": f"{chart_base}?preset={c.key}"}
+        for c in (job.charts if job else ())
+        if c.x in sweep.grid  # a preset whose x is not swept here would be a single point
+    ]
+    ctx = {
+        "sweep": sweep,
+        "experiment": sweep.experiment,
+        "job": job,
+        "progress": progress,
+        "params": params,
+        "param_columns": services.param_columns(sweep),
+        "swept": swept,
+        "metrics": metrics,
+        "presets": presets,
+        "trials": _trial_rows(sweep),
+        "can_cancel": not progress["finished"] and not sweep.is_cancelled,
+        "default_series": next((p for p in swept[1:]), ""),
+    }
+    return render(request, "dashboard/sweep_detail.html", ctx)
+
+
+@require_GET
+@researcher_required
+def sweep_trials(request: HttpRequest, pk: int) -> HttpResponse:
+    """The trial table alone, for the page's live refresh."""
+    sweep = _sweep_or_404(request, pk)
+    ctx = {"sweep": sweep, "trials": _trial_rows(sweep), "param_columns": services.param_columns(sweep)}
+    return render(request, "dashboard/_trial_table.html", ctx)
+
+
+@require_GET
+@researcher_required
+def sweep_progress(request: HttpRequest, pk: int) -> JsonResponse:
+    sweep = _sweep_or_404(request, pk)
+    return JsonResponse(services.progress(sweep))
+
+
+@require_POST
+@researcher_required
+def sweep_cancel(request: HttpRequest, pk: int) -> HttpResponse:
+    sweep = _sweep_or_404(request, pk)
+    n = experiments_services.cancel_sweep(sweep)
+    messages.success(request, f"Sweep cancelled: {n} waiting trials stopped; running trials finish.")
+    return redirect("dashboard:sweep", pk=sweep.pk)
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").lower() in ("1", "true", "on", "yes")
+
+
+@require_GET
+@researcher_required
+def sweep_chart(request: HttpRequest, pk: int) -> JsonResponse:
+    """Chart data: ?preset=<key>, or ?y=<metric>&x=<param>[&series=<param>][&log_x=on][&log_y=on]."""
+    sweep = _sweep_or_404(request, pk)
+    job = jobtypes.get_job(sweep.job_type)
+    if job is None:
+        return JsonResponse({"detail": f"job type {sweep.job_type!r} is not registered"}, status=404)
+    preset = request.GET.get("preset")
+    if preset:
+        spec = next((c for c in job.charts if c.key == preset), None)
+        if spec is None:
+            keys = ", ".join(c.key for c in job.charts) or "none"
+            return JsonResponse({"detail": f"preset: no chart {preset!r} (charts: {keys})"}, status=400)
+    else:
+        params = {p.name for p in services.describe_params(job)}
+        metrics = {m.name for m in job.metrics}
+        y, x, series = request.GET.get("y", ""), request.GET.get("x", ""), request.GET.get("series") or None
+        errors = {}
+        if y not in metrics:
+            errors["y"] = f"must be a metric of {job.name} ({', '.join(sorted(metrics))})"
+        if x not in params:
+            errors["x"] = f"must be a parameter of {job.name} ({', '.join(sorted(params))})"
+        if series is not None and series not in params:
+            errors["series"] = f"must be a parameter of {job.name} or empty"
+        if series is not None and series == x:
+            errors["series"] = "must differ from x"
+        if errors:
+            return JsonResponse({"detail": "invalid chart", "errors": errors}, status=400)
+        spec = services.custom_spec(
+            job, y, x, series, _flag(request.GET.get("log_x")), _flag(request.GET.get("log_y"))
+        )
+    return JsonResponse(services.chart_payload(sweep, job, spec))
+
+
+def _csv_response(rows, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+@researcher_required
+def export_summaries(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    sweep = _sweep_or_404(request, pk)
+    job = jobtypes.get_job(sweep.job_type)
+    return _csv_response(services.summaries_csv(sweep, job), f"sweep-{sweep.pk}-summaries.csv")
+
+
+@require_GET
+@researcher_required
+def export_samples(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    sweep = _sweep_or_404(request, pk)
+    return _csv_response(services.samples_csv(sweep), f"sweep-{sweep.pk}-samples.csv")
+
+
+@require_GET
+@researcher_required
+def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    trial = get_object_or_404(trials_for(request.user), pk=pk)
+    job = jobtypes.get_job(trial.sweep.job_type)
+    labels = {m.name: m for m in job.metrics} if job else {}
+    summary = [
+        {"name": s.name, "value": s.value, "metric": labels.get(s.name)}
+        for s in trial.summary.order_by("name")
+    ]
+    samples_qs = Sample.objects.filter(trial=trial).order_by("kind", "index")
+    page = Paginator(samples_qs, SAMPLES_PER_PAGE).get_page(request.GET.get("page"))
+    sample_keys = sorted({k for s in page.object_list for k in (s.values or {})})
+    ctx = {
+        "trial": trial,
+        "sweep": trial.sweep,
+        "summary": summary,
+        "samples": page,
+        "sample_keys": sample_keys,
+        "artifacts": trial.artifacts.order_by("attempt", "id"),
+        "link_json": json.dumps(trial.link, indent=2, sort_keys=True) if trial.link else "",
+        "provenance_json": json.dumps(trial.provenance, indent=2, sort_keys=True) if trial.provenance else "",
+        "params_json": json.dumps(trial.params, indent=2),
+        "resolved_json": json.dumps(trial.resolved, indent=2),
+    }
+    return render(request, "dashboard/trial_detail.html", ctx)
+
+
+@require_GET
+@researcher_required
+def artifact_download(request: HttpRequest, pk: int) -> FileResponse:
+    artifact = get_object_or_404(
+        Artifact.objects.filter(trial__in=trials_for(request.user)).select_related("trial"), pk=pk
+    )
+    try:
+        handle = artifact.file.open("rb")
+    except FileNotFoundError:
+        raise Http404(f"the file of artifact {artifact.pk} is missing from storage") from None
+    ctype = mimetypes.guess_type(artifact.name)[0] or "application/octet-stream"
+    return FileResponse(handle, as_attachment=True, filename=artifact.name, content_type=ctype)

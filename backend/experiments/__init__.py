@@ -1,0 +1,1 @@
+"""Experiments, sweeps (parameter grids) and trials, with the scheduler that dispatches them."""

@@ -1,0 +1,251 @@
+"""Serializers of the researcher API for experiments, sweeps and trials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.urls import reverse
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+from results.models import Artifact
+
+from experiments import jobtypes, services
+from experiments.choices import SweepOrder, TrialStatus
+from experiments.models import Experiment, Sweep, Trial
+
+
+class ExperimentSerializer(serializers.ModelSerializer):
+    owner = serializers.CharField(source="owner.username", read_only=True)
+    sweep_count = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Experiment
+        fields = ["id", "name", "description", "job_type", "owner", "created_at", "sweep_count"]
+        read_only_fields = ["id", "owner", "created_at", "sweep_count"]
+
+    def get_sweep_count(self, obj: Experiment) -> int:
+        return obj.sweeps.count()
+
+    def validate_job_type(self, value: str) -> str:
+        if jobtypes.get_job(value) is None:
+            raise serializers.ValidationError(f"unknown job type {value!r} (known: {jobtypes.known_names()})")
+        if self.instance is not None and value != self.instance.job_type and self.instance.sweeps.exists():
+            raise serializers.ValidationError("cannot change the job type of an experiment that has sweeps")
+        return value
+
+    def validate_name(self, value: str) -> str:
+        value = value.strip()
+        if not value:
+            raise serializers.ValidationError("must not be blank")
+        owner = self.instance.owner if self.instance else self.context["request"].user
+        qs = Experiment.objects.filter(owner=owner, name=value)
+        if self.instance is not None:
+            qs = qs.exclude(pk=self.instance.pk)
+        if qs.exists():
+            raise serializers.ValidationError(f"you already have an experiment named {value!r}")
+        return value
+
+
+class ExperimentRefSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True)
+
+
+class SweepSpecSerializer(serializers.Serializer):
+    """The sweep spec (the same fields as a YAML spec file). Validated by services.create_sweep."""
+
+    experiment = serializers.JSONField(
+        help_text="an experiment id, or {name, description} to find or create one"
+    )
+    job_type = serializers.CharField(required=False, help_text="defaults to the experiment's job type")
+    name = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    grid = serializers.DictField(
+        child=serializers.ListField(child=serializers.JSONField()),
+        help_text="{parameter: [values]}, e.g. {'rate': ['1mbit', '10mbit'], 'delay': ['0ms', '50ms']}",
+    )
+    fixed = serializers.DictField(
+        child=serializers.JSONField(), required=False, help_text="{parameter: value}"
+    )
+    repetitions = serializers.IntegerField(required=False, min_value=1, max_value=services.MAX_REPETITIONS)
+    order = serializers.ChoiceField(choices=SweepOrder.choices, required=False)
+    seed = serializers.IntegerField(required=False, min_value=0, help_text="shuffle seed; random if omitted")
+
+
+class ProgressSerializer(serializers.Serializer):
+    total = serializers.IntegerField()
+    done = serializers.IntegerField()
+    counts = serializers.DictField(child=serializers.IntegerField(), help_text="trials per status")
+    failed = serializers.IntegerField()
+    running = serializers.IntegerField()
+    fraction = serializers.FloatField()
+    mean_trial_s = serializers.FloatField(allow_null=True)
+    eta_s = serializers.FloatField(allow_null=True)
+    blocked = serializers.CharField(allow_null=True, help_text="why pending trials cannot start, if so")
+    cancelled = serializers.BooleanField()
+
+
+class SweepSerializer(serializers.ModelSerializer):
+    experiment_name = serializers.CharField(source="experiment.name", read_only=True)
+    created_by = serializers.CharField(source="created_by.username", read_only=True)
+    progress = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Sweep
+        fields = [
+            "id",
+            "experiment",
+            "experiment_name",
+            "name",
+            "job_type",
+            "grid",
+            "grid_order",
+            "fixed",
+            "repetitions",
+            "order",
+            "seed",
+            "trial_count",
+            "created_by",
+            "created_at",
+            "cancelled_at",
+            "progress",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(ProgressSerializer)
+    def get_progress(self, obj: Sweep) -> dict[str, Any]:
+        return services.progress(obj)
+
+
+class TrialSerializer(serializers.ModelSerializer):
+    duration_s = serializers.FloatField(read_only=True, allow_null=True)
+    status = serializers.ChoiceField(choices=TrialStatus.choices, read_only=True)
+
+    class Meta:
+        model = Trial
+        fields = [
+            "id",
+            "sweep",
+            "index",
+            "params",
+            "resolved",
+            "repetition",
+            "status",
+            "attempts",
+            "max_attempts",
+            "host_name",
+            "queued_at",
+            "started_at",
+            "finished_at",
+            "duration_s",
+            "error",
+        ]
+        read_only_fields = fields
+
+
+class ArtifactSerializer(serializers.ModelSerializer):
+    download_url = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Artifact
+        fields = ["id", "attempt", "kind", "name", "size", "sha256", "created", "download_url"]
+        read_only_fields = fields
+
+    def get_download_url(self, obj: Artifact) -> str:
+        return reverse("artifact-download", args=[obj.pk])
+
+
+class SampleOutSerializer(serializers.Serializer):
+    kind = serializers.CharField()
+    index = serializers.IntegerField()
+    values = serializers.DictField()
+
+
+class SeriesOutSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    t = serializers.ListField(child=serializers.FloatField())
+    value = serializers.ListField(child=serializers.FloatField())
+
+
+class TrialDetailSerializer(TrialSerializer):
+    summary = serializers.SerializerMethodField()
+    samples = serializers.SerializerMethodField()
+    series = serializers.SerializerMethodField()
+    artifacts = ArtifactSerializer(many=True, read_only=True)
+
+    class Meta(TrialSerializer.Meta):
+        fields = [
+            *TrialSerializer.Meta.fields,
+            "attempt_log",
+            "provenance",
+            "link",
+            "summary",
+            "samples",
+            "series",
+            "artifacts",
+        ]
+        read_only_fields = fields
+
+    @extend_schema_field(serializers.DictField(child=serializers.FloatField()))
+    def get_summary(self, obj: Trial) -> dict[str, float]:
+        return dict(obj.summary.values_list("name", "value"))
+
+    @extend_schema_field(SampleOutSerializer(many=True))
+    def get_samples(self, obj: Trial) -> list[dict[str, Any]]:
+        return list(obj.samples.values("kind", "index", "values"))
+
+    @extend_schema_field(SeriesOutSerializer(many=True))
+    def get_series(self, obj: Trial) -> list[dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for name, t, value in obj.series.values_list("name", "t", "value"):
+            s = out.setdefault(name, {"name": name, "t": [], "value": []})
+            s["t"].append(t)
+            s["value"].append(value)
+        return list(out.values())
+
+
+class AggregatePointSerializer(serializers.Serializer):
+    x = serializers.JSONField()
+    mean = serializers.FloatField()
+    ci_low = serializers.FloatField(allow_null=True)
+    ci_high = serializers.FloatField(allow_null=True)
+    sd = serializers.FloatField(allow_null=True)
+    n = serializers.IntegerField()
+
+
+class AggregateSeriesSerializer(serializers.Serializer):
+    value = serializers.JSONField(help_text="the series parameter's value (null without series)")
+    points = AggregatePointSerializer(many=True)
+
+
+class AggregateSerializer(serializers.Serializer):
+    metric = serializers.CharField()
+    x = serializers.CharField()
+    series_param = serializers.CharField(allow_null=True)
+    source = serializers.CharField()
+    series = AggregateSeriesSerializer(many=True)
+
+
+class AggregateQuerySerializer(serializers.Serializer):
+    metric = serializers.RegexField(
+        r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$", help_text="summary metric or sample value"
+    )
+    x = serializers.CharField(help_text="parameter on the x axis")
+    series = serializers.CharField(required=False, help_text="parameter splitting the points into series")
+    source = serializers.ChoiceField(choices=["summary", "samples"], default="summary", required=False)
+
+
+class JobTypeSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    title = serializers.CharField()
+    description = serializers.CharField()
+    params_schema = serializers.DictField(help_text="JSON schema of the parameters (x-unit gives units)")
+    requires = serializers.ListField(child=serializers.CharField())
+    metrics = serializers.ListField(child=serializers.DictField())
+    charts = serializers.ListField(child=serializers.DictField())
+    timeout_s = serializers.IntegerField()
+    max_attempts = serializers.IntegerField()
+
+
+class CancelReplySerializer(serializers.Serializer):
+    cancelled_trials = serializers.IntegerField()
+    sweep = SweepSerializer()

@@ -1,0 +1,15 @@
+"""Researcher routes: /api/experiments/, /api/sweeps/, /api/trials/, /api/job-types/."""
+
+from django.urls import include, path
+from rest_framework.routers import DefaultRouter
+
+from experiments.api import views
+
+router = DefaultRouter(trailing_slash=True)
+router.include_root_view = False
+router.register("experiments", views.ExperimentViewSet, basename="experiment")
+router.register("sweeps", views.SweepViewSet, basename="sweep")
+router.register("trials", views.TrialViewSet, basename="trial")
+router.register("job-types", views.JobTypeViewSet, basename="job-type")
+
+urlpatterns = [path("", include(router.urls))]

@@ -1,0 +1,210 @@
+"""Researcher API: experiments, sweeps (create, progress, cancel, aggregate), trials, job types."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+from results.services import aggregate
+
+from experiments import jobtypes, services
+from experiments.api.serializers import (
+    AggregateQuerySerializer,
+    AggregateSerializer,
+    CancelReplySerializer,
+    ExperimentSerializer,
+    JobTypeSerializer,
+    SweepSerializer,
+    SweepSpecSerializer,
+    TrialDetailSerializer,
+    TrialSerializer,
+)
+from experiments.choices import ACTIVE, TrialStatus
+from experiments.models import Experiment, Sweep, Trial
+from experiments.permissions import IsResearcher
+
+
+def _owned(qs: QuerySet, user: Any, owner_path: str) -> QuerySet:
+    if not user.is_authenticated:  # only while drf-spectacular inspects the views
+        return qs.none()
+    return qs if user.is_staff else qs.filter(**{owner_path: user})
+
+
+def _int_param(request: Request, name: str) -> int | None:
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    if not raw.isdigit():
+        raise ValidationError({name: [f"must be a whole number, got {raw!r}"]})
+    return int(raw)
+
+
+@extend_schema(tags=["experiments"])
+@extend_schema_view(
+    list=extend_schema(parameters=[OpenApiParameter("job_type", str, description="only this job type")]),
+    create=extend_schema(responses={201: ExperimentSerializer, 400: ErrorSerializer}),
+    update=extend_schema(responses={200: ExperimentSerializer, 400: ErrorSerializer}),
+    partial_update=extend_schema(responses={200: ExperimentSerializer, 400: ErrorSerializer}),
+    destroy=extend_schema(responses={204: None, 409: DetailSerializer}),
+)
+class ExperimentViewSet(viewsets.ModelViewSet):
+    """Your experiments (staff see all)."""
+
+    queryset = Experiment.objects.none()
+    serializer_class = ExperimentSerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self) -> QuerySet:
+        qs = _owned(Experiment.objects.select_related("owner"), self.request.user, "owner")
+        if job_type := self.request.query_params.get("job_type"):
+            qs = qs.filter(job_type=job_type)
+        return qs
+
+    def perform_create(self, serializer: ExperimentSerializer) -> None:
+        serializer.save(owner=self.request.user)
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        experiment = self.get_object()
+        active = Trial.objects.filter(sweep__experiment=experiment, status__in=list(ACTIVE)).count()
+        if active:
+            return Response(
+                {
+                    "detail": f"{active} trials of this experiment are queued or running; "
+                    "cancel its sweeps first"
+                },
+                status=status.HTTP_409_CONFLICT,
+            )
+        experiment.delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+@extend_schema(tags=["sweeps"])
+@extend_schema_view(
+    list=extend_schema(parameters=[OpenApiParameter("experiment", int, description="only this experiment")]),
+    create=extend_schema(
+        request=SweepSpecSerializer,
+        responses={201: SweepSerializer, 400: ErrorSerializer},
+        summary="Validate a sweep spec and create all its trials (nothing is created on error)",
+    ),
+)
+class SweepViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+):
+    """Sweeps of your experiments with their progress."""
+
+    queryset = Sweep.objects.none()
+    serializer_class = SweepSerializer
+    permission_classes = [IsResearcher]
+
+    def get_queryset(self) -> QuerySet:
+        qs = _owned(
+            Sweep.objects.select_related("experiment", "created_by"), self.request.user, "experiment__owner"
+        )
+        if (exp := _int_param(self.request, "experiment")) is not None:
+            qs = qs.filter(experiment_id=exp)
+        return qs
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            sweep = services.create_sweep(request.data, request.user)
+        except services.SpecError as exc:
+            return errors_response(exc.errors)
+        return Response(SweepSerializer(sweep, context=self.get_serializer_context()).data, status=201)
+
+    @extend_schema(
+        request=None, responses={200: CancelReplySerializer}, summary="Stop queued and pending trials"
+    )
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        sweep = self.get_object()
+        n = services.cancel_sweep(sweep)
+        return Response(
+            {
+                "cancelled_trials": n,
+                "sweep": SweepSerializer(sweep, context=self.get_serializer_context()).data,
+            }
+        )
+
+    @extend_schema(
+        parameters=[AggregateQuerySerializer],
+        responses={200: AggregateSerializer, 400: ErrorSerializer},
+        summary="Mean and 95 % CI (Student t) of a metric per x value and series value",
+    )
+    @action(detail=True, methods=["get"])
+    def aggregate(self, request: Request, pk: str | None = None) -> Response:
+        sweep = self.get_object()
+        query = AggregateQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        q = query.validated_data
+        job = jobtypes.get_job(sweep.job_type)
+        names = jobtypes.param_names(job) if job else list(sweep.grid) + list(sweep.fixed)
+        errors = [
+            {
+                "field": f,
+                "message": f"is not a parameter of job type {sweep.job_type!r} "
+                f"(parameters: {', '.join(names)})",
+            }
+            for f in ("x", "series")
+            if q.get(f) and q[f] not in names
+        ]
+        if errors:
+            return errors_response(errors)
+        return Response(aggregate(sweep, q["metric"], q["x"], q.get("series"), q.get("source", "summary")))
+
+
+@extend_schema(tags=["trials"])
+@extend_schema_view(
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("sweep", int, description="only this sweep"),
+            OpenApiParameter("status", str, enum=TrialStatus.values, description="only this status"),
+        ]
+    )
+)
+class TrialViewSet(viewsets.ReadOnlyModelViewSet):
+    """Trials of your sweeps; the detail carries summary, samples, series and artifacts."""
+
+    queryset = Trial.objects.none()
+    permission_classes = [IsResearcher]
+
+    def get_serializer_class(self) -> type:
+        return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
+
+    def get_queryset(self) -> QuerySet:
+        qs = _owned(Trial.objects.all(), self.request.user, "sweep__experiment__owner")
+        if (sweep := _int_param(self.request, "sweep")) is not None:
+            qs = qs.filter(sweep_id=sweep)
+        if st := self.request.query_params.get("status"):
+            if st not in TrialStatus.values:
+                raise ValidationError(
+                    {"status": [f"must be one of {', '.join(TrialStatus.values)}, got {st!r}"]}
+                )
+            qs = qs.filter(status=st)
+        return qs.order_by("sweep_id", "index")
+
+
+@extend_schema(tags=["job types"])
+class JobTypeViewSet(viewsets.ViewSet):
+    """Job types registered in the worker library (qoelab.jobs): parameters, metrics, charts."""
+
+    permission_classes = [IsResearcher]
+    lookup_field = "name"
+    lookup_value_regex = r"[A-Za-z0-9_.-]+"
+
+    @extend_schema(responses={200: JobTypeSerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        return Response([jobtypes.describe(j) for _, j in sorted(jobtypes.registry().items())])
+
+    @extend_schema(responses={200: JobTypeSerializer, 404: DetailSerializer})
+    def retrieve(self, request: Request, name: str | None = None) -> Response:
+        job = jobtypes.get_job(name or "")
+        if job is None:
+            raise NotFound(f"unknown job type {name!r} (known: {jobtypes.known_names()})")
+        return Response(jobtypes.describe(job))

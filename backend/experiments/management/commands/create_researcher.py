@@ -1,0 +1,49 @@
+"""manage.py create_researcher USERNAME [--password P] [--staff]: a researcher account (idempotent)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
+from rest_framework.authtoken.models import Token
+
+from experiments.permissions import researchers_group
+
+
+class Command(BaseCommand):
+    help = "Create (or update) a researcher: member of the 'researchers' group. Prints the user's API token."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--password", help="set this password (otherwise unchanged / unusable)")
+        parser.add_argument("--email", default="")
+        parser.add_argument(
+            "--staff", action="store_true", help="also staff: sees every experiment, admin site"
+        )
+        parser.add_argument("--token", help="use this API token (idempotent; for demos)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        if opts.get("token") is not None and len(opts["token"]) != 40:
+            raise CommandError("--token must be exactly 40 characters (DRF token length)")
+        User = get_user_model()  # noqa: N806
+        with transaction.atomic():
+            user, created = User.objects.get_or_create(username=opts["username"])
+            if opts.get("password"):
+                user.set_password(opts["password"])
+            elif created:
+                user.set_unusable_password()
+            if opts.get("email"):
+                user.email = opts["email"]
+            if opts["staff"]:
+                user.is_staff = True
+            user.save()
+            user.groups.add(researchers_group())
+            if opts.get("token"):
+                Token.objects.filter(user=user).exclude(key=opts["token"]).delete()
+                token, _ = Token.objects.get_or_create(user=user, key=opts["token"])
+            else:
+                token, _ = Token.objects.get_or_create(user=user)
+        self.stderr.write(f"researcher {user.username} {'created' if created else 'updated'}; API token:")
+        self.stdout.write(token.key)

@@ -1,0 +1,54 @@
+"""manage.py scheduler [--once] [--interval 2]: dispatch trials, reap lost ones, in a loop."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+from django.db import close_old_connections
+
+from experiments import services
+
+log = logging.getLogger("qoelab.scheduler")
+
+
+class Command(BaseCommand):
+    help = "Run the qoelab scheduler: send pending trials to live hosts, requeue or fail lost ones."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--once", action="store_true", help="run one tick and exit")
+        parser.add_argument("--interval", type=float, default=2.0, help="seconds between ticks (default 2)")
+
+    def handle(self, *args: Any, **opts: Any) -> None:
+        interval = opts["interval"]
+        if interval <= 0:
+            from django.core.management.base import CommandError
+
+            raise CommandError("--interval must be positive")
+        if opts["once"]:
+            report = services.tick()
+            self.stdout.write(str(report))
+            return
+        stop = False
+
+        def on_signal(signum: int, frame: Any) -> None:
+            nonlocal stop
+            stop = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        log.info("scheduler started, one tick every %s s", interval)
+        while not stop:
+            started = time.monotonic()
+            close_old_connections()
+            try:
+                report = services.tick()
+                if report.changed:
+                    log.info("tick: %s", report)
+            except Exception:  # keep looping through database or broker outages; say so loudly
+                log.exception("scheduler tick failed; retrying in %s s", interval)
+            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+        log.info("scheduler stopped")

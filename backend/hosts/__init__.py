@@ -1,0 +1,1 @@
+"""Worker registry: lab hosts, their per-host tokens, capabilities and heartbeats."""

@@ -1,0 +1,190 @@
+"""The worker-facing protocol (docs/architecture.md) and the researchers' host list."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from drf_spectacular.utils import extend_schema
+from experiments import jobtypes
+from experiments import services as trial_services
+from experiments.choices import TrialStatus
+from experiments.models import Trial
+from experiments.permissions import IsResearcher, IsStaffOrReadOnly
+from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
+from rest_framework import mixins, status, viewsets
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+from results.services import ArtifactRejected, store_artifact
+
+from hosts import services
+from hosts.api.serializers import (
+    ArtifactReplySerializer,
+    ArtifactUploadSerializer,
+    ClaimReplySerializer,
+    FinishReplySerializer,
+    FinishSerializer,
+    HeartbeatReplySerializer,
+    HeartbeatSerializer,
+    WorkerHostSerializer,
+)
+from hosts.auth import HostTokenAuthentication, IsWorkerHost
+from hosts.models import WorkerHost
+
+log = logging.getLogger("qoelab.hosts")
+
+WORKER_TAG = ["worker protocol"]
+
+
+class WorkerAPIView(APIView):
+    authentication_classes = [HostTokenAuthentication]
+    permission_classes = [IsWorkerHost]
+
+    @property
+    def host(self) -> WorkerHost:
+        return self.request.auth
+
+
+def _conflict(message: str) -> Response:
+    return Response({"detail": message}, status=status.HTTP_409_CONFLICT)
+
+
+def _not_found(trial_id: int) -> Response:
+    return Response({"detail": f"no trial {trial_id}"}, status=status.HTTP_404_NOT_FOUND)
+
+
+class HeartbeatView(WorkerAPIView):
+    @extend_schema(
+        tags=WORKER_TAG,
+        request=HeartbeatSerializer,
+        responses={200: HeartbeatReplySerializer, 400: ErrorSerializer, 403: DetailSerializer},
+        summary="Report this host's facts; keeps it alive for the scheduler",
+    )
+    def post(self, request: Request) -> Response:
+        ser = HeartbeatSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        if ser.validated_data["name"] != self.host.name:
+            return Response(
+                {
+                    "detail": f"this token belongs to host {self.host.name!r}, "
+                    f"not {ser.validated_data['name']!r}"
+                },
+                status=status.HTTP_403_FORBIDDEN,
+            )
+        services.heartbeat(self.host, ser.validated_data)
+        return Response({"name": self.host.name, "queue": self.host.queue})
+
+
+class ClaimView(WorkerAPIView):
+    @extend_schema(
+        tags=WORKER_TAG,
+        request=None,
+        responses={200: ClaimReplySerializer, 404: DetailSerializer, 409: DetailSerializer},
+        summary="Start a trial queued for this host (one conditional update; 409 if no longer queued)",
+    )
+    def post(self, request: Request, trial_id: int) -> Response:
+        try:
+            trial = trial_services.claim(trial_id, self.host)
+        except Trial.DoesNotExist:
+            return _not_found(trial_id)
+        except trial_services.Conflict as exc:
+            return _conflict(str(exc))
+        job = jobtypes.get_job(trial.sweep.job_type)
+        return Response(
+            {
+                "id": trial.pk,
+                "job_type": trial.sweep.job_type,
+                "params": trial.params,
+                "timeout_s": job.timeout_s if job else 600,
+                "prefix": trial.prefix,
+                "attempt": trial.attempts,
+            }
+        )
+
+
+class ArtifactUploadView(WorkerAPIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(
+        tags=WORKER_TAG,
+        request={"multipart/form-data": ArtifactUploadSerializer},
+        responses={
+            201: ArtifactReplySerializer,
+            400: ErrorSerializer,
+            404: DetailSerializer,
+            409: DetailSerializer,
+        },
+        summary="Upload one artifact of a running trial (SHA-256 verified)",
+    )
+    def post(self, request: Request, trial_id: int) -> Response:
+        ser = ArtifactUploadSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        trial = Trial.objects.filter(pk=trial_id).first()
+        if trial is None:
+            return _not_found(trial_id)
+        if trial.host_id != self.host.pk or trial.status != TrialStatus.RUNNING:
+            return _conflict(
+                f"trial {trial_id} is not running on host {self.host.name} (it is {trial.status})"
+            )
+        try:
+            with transaction.atomic():
+                artifact = store_artifact(
+                    trial,
+                    ser.validated_data["file"],
+                    ser.validated_data["kind"],
+                    ser.validated_data["sha256"],
+                )
+        except ArtifactRejected as exc:
+            return errors_response([{"field": exc.field, "message": exc.message}])
+        log.info(
+            "trial %s: artifact %s (%s bytes) from %s", trial.pk, artifact.name, artifact.size, self.host
+        )
+        return Response(
+            {"id": artifact.pk, "size": artifact.size, "sha256": artifact.sha256},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class FinishView(WorkerAPIView):
+    @extend_schema(
+        tags=WORKER_TAG,
+        request=FinishSerializer,
+        responses={
+            200: FinishReplySerializer,
+            400: ErrorSerializer,
+            404: DetailSerializer,
+            409: DetailSerializer,
+        },
+        summary="Record a trial's outcome and result (idempotent; never overwrites a recorded outcome)",
+    )
+    def post(self, request: Request, trial_id: int) -> Response:
+        ser = FinishSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        data: dict[str, Any] = ser.validated_data
+        try:
+            outcome = trial_services.finish(
+                trial_id, self.host, data["status"], data["error"], data["result"], data["retryable"]
+            )
+        except Trial.DoesNotExist:
+            return _not_found(trial_id)
+        except trial_services.Conflict as exc:
+            return _conflict(str(exc))
+        return Response({"id": outcome.trial.pk, "status": outcome.trial.status, "changed": outcome.changed})
+
+
+@extend_schema(tags=["hosts"])
+class WorkerHostViewSet(
+    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.UpdateModelMixin, viewsets.GenericViewSet
+):
+    """Lab hosts with their capabilities and last heartbeat; staff may enable or disable a host."""
+
+    queryset = WorkerHost.objects.all()
+    serializer_class = WorkerHostSerializer
+    permission_classes = [IsResearcher, IsStaffOrReadOnly]
+    lookup_field = "name"
+    lookup_value_regex = r"[a-z0-9][a-z0-9._-]{0,62}"
+    pagination_class = None
+    http_method_names = ["get", "patch", "head", "options"]

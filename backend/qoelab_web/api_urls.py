@@ -1,0 +1,18 @@
+"""All REST endpoints under /api/, gathered from the apps, plus status, tokens and the schema."""
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
+
+from qoelab_web.auth import ObtainTokenView
+from qoelab_web.status import StatusView
+
+urlpatterns = [
+    path("status/", StatusView.as_view(), name="status"),
+    path("auth/token/", ObtainTokenView.as_view(), name="api-token"),
+    path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),
+    path("", include("hosts.api.urls")),
+    path("", include("experiments.api.urls")),
+    path("", include("results.api.urls")),
+]

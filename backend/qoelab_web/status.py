@@ -1,0 +1,126 @@
+"""GET /api/status/: database, pending migrations, Redis and each worker's last heartbeat.
+
+Unauthenticated, for the compose healthcheck; it answers 503 when the database or Redis is down
+or migrations are pending, so ``curl -f`` fails. Worker liveness is reported, not required.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.db.migrations.executor import MigrationExecutor
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import serializers
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+
+class CheckSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    detail = serializers.CharField()
+
+
+class WorkerStatusSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    enabled = serializers.BooleanField()
+    alive = serializers.BooleanField()
+    last_heartbeat = serializers.DateTimeField(allow_null=True)
+    seconds_since_heartbeat = serializers.FloatField(allow_null=True)
+    capabilities = serializers.ListField(child=serializers.CharField())
+    running = serializers.IntegerField()
+
+
+class StatusSerializer(serializers.Serializer):
+    ok = serializers.BooleanField()
+    database = CheckSerializer()
+    migrations = CheckSerializer()
+    redis = CheckSerializer()
+    workers = WorkerStatusSerializer(many=True)
+    heartbeat_timeout_s = serializers.IntegerField()
+
+
+def check_database() -> dict[str, Any]:
+    try:
+        with connections[DEFAULT_DB_ALIAS].cursor() as cur:
+            cur.execute("SELECT version()")
+            version = cur.fetchone()[0]
+        return {"ok": True, "detail": version.split(",")[0]}
+    except Exception as exc:  # any driver error means "down"; the message says which
+        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}".strip()}
+
+
+def check_migrations() -> dict[str, Any]:
+    try:
+        executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
+        plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    except Exception as exc:
+        return {"ok": False, "detail": f"cannot read migrations: {exc}"}
+    if plan:
+        names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in plan[:5])
+        return {"ok": False, "detail": f"{len(plan)} pending (run manage.py migrate): {names}"}
+    return {"ok": True, "detail": "all applied"}
+
+
+def check_redis() -> dict[str, Any]:
+    import redis
+
+    try:
+        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
+        client.ping()
+        version = client.info("server").get("redis_version", "?")
+        client.close()
+        return {"ok": True, "detail": f"redis {version}"}
+    except Exception as exc:
+        return {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
+
+
+def workers() -> list[dict[str, Any]]:
+    from experiments.choices import ACTIVE
+    from hosts.models import WorkerHost
+
+    now = timezone.now()
+    out = []
+    for host in WorkerHost.objects.all():
+        out.append(
+            {
+                "name": host.name,
+                "enabled": host.enabled,
+                "alive": host.is_alive(now),
+                "last_heartbeat": host.last_heartbeat,
+                "seconds_since_heartbeat": (now - host.last_heartbeat).total_seconds()
+                if host.last_heartbeat
+                else None,
+                "capabilities": sorted(host.capability_set()),
+                "running": host.trials.filter(status__in=list(ACTIVE)).count(),
+            }
+        )
+    return out
+
+
+def collect() -> dict[str, Any]:
+    db = check_database()
+    migrations = check_migrations() if db["ok"] else {"ok": False, "detail": "database unreachable"}
+    red = check_redis()
+    return {
+        "ok": db["ok"] and migrations["ok"] and red["ok"],
+        "database": db,
+        "migrations": migrations,
+        "redis": red,
+        "workers": workers() if db["ok"] else [],
+        "heartbeat_timeout_s": settings.QOELAB_HEARTBEAT_TIMEOUT,
+    }
+
+
+class StatusView(APIView):
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+
+    @extend_schema(tags=["status"], responses={200: StatusSerializer, 503: StatusSerializer})
+    def get(self, request: Request) -> Response:
+        data = collect()
+        return Response(data, status=200 if data["ok"] else 503)

@@ -1,0 +1,11 @@
+"""URL map: the REST API under /api/, login at /accounts/, the dashboard at /."""
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("api/", include("qoelab_web.api_urls")),
+    path("", include("dashboard.urls")),
+]

@@ -1,0 +1,1 @@
+"""Trial results in generic tables: samples, time series, summary values and artifacts."""

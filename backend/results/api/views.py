@@ -1,0 +1,35 @@
+"""Artifact download for researchers (streamed from storage, never a public media URL)."""
+
+from __future__ import annotations
+
+from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from experiments.permissions import IsResearcher
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from results.models import Artifact
+
+
+class ArtifactDownloadView(APIView):
+    permission_classes = [IsResearcher]
+
+    @extend_schema(
+        tags=["trials"],
+        responses={(200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY), 404: None},
+        summary="Download one artifact of a trial",
+    )
+    def get(self, request: Request, artifact_id: int) -> FileResponse:
+        qs = Artifact.objects.select_related("trial__sweep__experiment")
+        if not request.user.is_staff:
+            qs = qs.filter(trial__sweep__experiment__owner=request.user)
+        artifact = qs.filter(pk=artifact_id).first()
+        if artifact is None:
+            raise NotFound(f"no artifact {artifact_id}")
+        try:
+            handle = artifact.file.open("rb")
+        except FileNotFoundError:
+            raise NotFound(f"the file of artifact {artifact_id} is missing from storage (pruned?)") from None
+        return FileResponse(handle, as_attachment=True, filename=artifact.name)

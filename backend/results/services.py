@@ -1,0 +1,205 @@
+"""Storing a trial's result and aggregating results for charts.
+
+``TrialResultPayload`` is the strict pydantic form of ``TrialResult.to_json()``; ``ingest_result``
+writes it with bulk inserts; ``aggregate`` gives mean and 95 % confidence interval (Student t) of a
+metric per x value and series value, which the dashboard charts draw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.files import File
+from django.db import transaction
+from experiments.choices import TrialStatus
+from experiments.models import Sweep, Trial
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from scipy import stats
+
+from results.models import Artifact, Sample, SeriesPoint, SummaryValue
+
+NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class SamplePayload(_Strict):
+    kind: str = Field(pattern=NAME)
+    index: int = Field(ge=0, lt=2**31)
+    values: dict[str, float | int | str | bool | None]
+
+
+class SeriesPayload(_Strict):
+    name: str = Field(pattern=NAME)
+    t: float
+    value: float
+
+
+class TrialResultPayload(_Strict):
+    summary: dict[str, float] = {}
+    samples: list[SamplePayload] = []
+    series: list[SeriesPayload] = []
+    provenance: dict[str, Any] = {}
+    link: dict[str, Any] = {}
+
+    @field_validator("summary")
+    @classmethod
+    def _names(cls, v: dict[str, float]) -> dict[str, float]:
+        import re
+
+        for key in v:
+            if not re.match(NAME, key):
+                raise ValueError(f"metric name {key!r} must match {NAME}")
+        return v
+
+    @field_validator("samples")
+    @classmethod
+    def _unique(cls, v: list[SamplePayload]) -> list[SamplePayload]:
+        seen: set[tuple[str, int]] = set()
+        for s in v:
+            if (s.kind, s.index) in seen:
+                raise ValueError(f"duplicate sample (kind {s.kind!r}, index {s.index})")
+            seen.add((s.kind, s.index))
+        return v
+
+
+def parse_result(raw: Any, field: str = "result") -> dict[str, Any]:
+    """Validate a TrialResult JSON; raise ParamsInvalid-style errors naming ``result.<path>``."""
+    from qoelab.params import ParamsInvalid
+
+    if raw is None:
+        raw = {}
+    try:
+        return TrialResultPayload.model_validate(raw).model_dump()
+    except ValidationError as exc:
+        errors = []
+        for e in exc.errors()[:20]:
+            path = field
+            for p in e["loc"]:
+                path += f"[{p}]" if isinstance(p, int) else f".{p}"
+            errors.append({"field": path, "message": e["msg"].removeprefix("Value error, ")})
+        raise ParamsInvalid(errors) from None
+
+
+def ingest_result(trial: Trial, result: dict[str, Any]) -> None:
+    """Replace the trial's summary/samples/series with ``result`` (already validated)."""
+    with transaction.atomic():
+        SummaryValue.objects.filter(trial=trial).delete()
+        Sample.objects.filter(trial=trial).delete()
+        SeriesPoint.objects.filter(trial=trial).delete()
+        SummaryValue.objects.bulk_create(
+            [SummaryValue(trial=trial, name=k, value=v) for k, v in (result.get("summary") or {}).items()]
+        )
+        Sample.objects.bulk_create(
+            [
+                Sample(trial=trial, kind=s["kind"], index=s["index"], values=s["values"])
+                for s in result.get("samples") or []
+            ],
+            batch_size=5000,
+        )
+        SeriesPoint.objects.bulk_create(
+            [
+                SeriesPoint(trial=trial, name=p["name"], t=p["t"], value=p["value"])
+                for p in result.get("series") or []
+            ],
+            batch_size=5000,
+        )
+
+
+class ArtifactRejected(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}")
+
+
+def store_artifact(trial: Trial, upload: Any, kind: str, sha256: str) -> Artifact:
+    """Save an uploaded file, verifying its size limit and SHA-256 before it is recorded."""
+    limit = settings.QOELAB_MAX_ARTIFACT_BYTES
+    if upload.size > limit:
+        raise ArtifactRejected(
+            "file", f"is {upload.size} bytes; at most {limit} bytes (QOELAB_MAX_ARTIFACT_BYTES)"
+        )
+    digest = hashlib.sha256()
+    for chunk in upload.chunks():
+        digest.update(chunk)
+    actual = digest.hexdigest()
+    if actual != sha256.lower():
+        raise ArtifactRejected("sha256", f"does not match the uploaded file (got {actual}); upload again")
+    upload.seek(0)
+    name = Path(upload.name or "artifact").name[:200] or "artifact"
+    artifact = Artifact(
+        trial=trial, attempt=max(trial.attempts, 1), kind=kind, name=name, size=upload.size, sha256=actual
+    )
+    artifact.file.save(name, File(upload), save=False)
+    try:
+        artifact.save()
+    except Exception:
+        artifact.file.delete(save=False)
+        raise
+    return artifact
+
+
+def _t_interval(values: list[float]) -> tuple[float, float | None, float | None, float | None]:
+    """mean, ci_low, ci_high, sd of a 95 % Student t interval (None when n < 2)."""
+    n = len(values)
+    mean = statistics.fmean(values)
+    if n < 2:
+        return mean, None, None, None
+    sd = statistics.stdev(values)
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    return mean, mean - half, mean + half, sd
+
+
+def _key(value: Any) -> Any:
+    # Grid values resolve to floats (SI) or strings (enumerations); both sort within their kind.
+    return (
+        (0, value, "")
+        if isinstance(value, int | float) and not isinstance(value, bool)
+        else (1, 0, str(value))
+    )
+
+
+def aggregate(
+    sweep: Sweep, metric: str, x: str, series: str | None = None, source: str = "summary"
+) -> dict[str, Any]:
+    """Mean and 95 % CI of ``metric`` per (x, series) over succeeded trials of the sweep.
+
+    ``source="summary"`` aggregates one value per trial; ``"samples"`` aggregates every per-event
+    sample value named ``metric`` (RD: one per screen update).
+    """
+    trials = {
+        t["id"]: t["resolved"]
+        for t in sweep.trials.filter(status=TrialStatus.SUCCEEDED).values("id", "resolved")
+    }
+    groups: dict[tuple[Any, Any], list[float]] = defaultdict(list)
+    if source == "samples":
+        rows = Sample.objects.filter(trial_id__in=trials, values__has_key=metric).values_list(
+            "trial_id", f"values__{metric}"
+        )
+    else:
+        rows = SummaryValue.objects.filter(trial_id__in=trials, name=metric).values_list("trial_id", "value")
+    for trial_id, value in rows.iterator(chunk_size=5000):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            continue
+        resolved = trials[trial_id]
+        groups[(resolved.get(x), resolved.get(series) if series else None)].append(float(value))
+    by_series: dict[Any, list[dict[str, Any]]] = defaultdict(list)
+    for (xv, sv), values in sorted(groups.items(), key=lambda kv: (_key(kv[0][1]), _key(kv[0][0]))):
+        mean, lo, hi, sd = _t_interval(values)
+        by_series[sv].append({"x": xv, "mean": mean, "ci_low": lo, "ci_high": hi, "sd": sd, "n": len(values)})
+    return {
+        "metric": metric,
+        "x": x,
+        "series_param": series,
+        "source": source,
+        "series": [{"value": sv, "points": pts} for sv, pts in by_series.items()],
+    }

@@ -1,0 +1,382 @@
+"""Dashboard pages through Django's test client against PostgreSQL: access, forms, CSV, charts."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.files.base import ContentFile
+from django.test import Client
+from django.utils import timezone
+from experiments.models import Experiment, Sweep
+from experiments.services import create_sweep
+from pydantic import BaseModel, ConfigDict, Field
+from qoelab import params
+from qoelab.jobs import REGISTRY
+from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialResult
+from results.models import Artifact, Sample, SummaryValue
+
+pytestmark = pytest.mark.django_db
+
+# t(0.975, 2), the Student-t quantile for n = 3, from tables (not from the code under test).
+T_975_DF2 = 4.302652729911275
+
+
+class DemoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+    rate: params.Rate() = Field(description="bottleneck rate")
+    delay: params.Duration(hi=1.0) = Field("0ms", description="one-way delay")
+
+
+def _never_run(p: BaseModel, ctx: object) -> TrialResult:
+    raise AssertionError("dashboard tests do not run trials")
+
+
+DEMO = JobType(
+    name="dash_demo",
+    title="Dashboard demo",
+    description="A job type for the dashboard tests.",
+    params=DemoParams,
+    requires=frozenset({"netns"}),
+    run=_never_run,
+    metrics=(Metric("goodput_bps", "Goodput", "bit/s"), Metric("rtt_s", "RTT", "s")),
+    charts=(
+        ChartSpec(
+            key="goodput",
+            title="Goodput vs rate",
+            x="rate",
+            y="goodput_bps",
+            series="delay",
+            x_scale=1e6,
+            y_scale=1e6,
+            identity=True,
+        ),
+    ),
+)
+
+
+@pytest.fixture
+def demo_job(monkeypatch: pytest.MonkeyPatch) -> JobType:
+    monkeypatch.setitem(REGISTRY, DEMO.name, DEMO)
+    return DEMO
+
+
+def _user(name: str, staff: bool = False) -> User:
+    return User.objects.create_user(name, password=f"{name}-password-1", is_staff=staff)
+
+
+@pytest.fixture
+def client_for():
+    def make(user: User) -> Client:
+        c = Client()
+        c.force_login(user)
+        return c
+
+    return make
+
+
+def _sweep(user: User, grid: dict, repetitions: int = 1, fixed: dict | None = None) -> Sweep:
+    spec = {
+        "experiment": {"name": "links"},
+        "job_type": DEMO.name,
+        "grid": grid,
+        "fixed": fixed or {},
+        "repetitions": repetitions,
+    }
+    return create_sweep(spec, user)
+
+
+def _finish(sweep: Sweep, goodput: dict[tuple[str, int], float], seconds: float = 2.0) -> None:
+    """Mark trials succeeded with a goodput per (rate as written, repetition), as a worker would."""
+    now = timezone.now()
+    for t in sweep.trials.all():
+        t.status = "succeeded"
+        t.attempts = 1
+        t.host_name = "labhost"
+        t.started_at = now - timedelta(seconds=seconds)
+        t.finished_at = now
+        t.save()
+        SummaryValue.objects.create(
+            trial=t, name="goodput_bps", value=goodput[(t.params["rate"], t.repetition)]
+        )
+
+
+def test_it_sends_anonymous_visitors_to_the_login_page(client: Client) -> None:
+    r = client.get("/")
+    assert r.status_code == 302
+    assert r["Location"].startswith("/accounts/login/?next=/")
+    page = client.get(r["Location"])
+    assert page.status_code == 200
+    assert b'name="username"' in page.content and b'name="password"' in page.content
+
+
+def test_a_researcher_logs_in_through_the_form_and_sees_the_experiment_list(
+    client: Client, alice: User
+) -> None:
+    r = client.post("/accounts/login/", {"username": "alice", "password": "alice-password-1"}, follow=True)
+    assert r.status_code == 200
+    assert b"<h1>Experiments</h1>" in r.content
+
+
+def test_it_refuses_a_logged_in_user_who_is_not_a_researcher(client_for, alice, charlie, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit"]})
+    c = client_for(charlie)
+    for url in ("/", f"/sweeps/{sweep.pk}/", "/sweeps/new/", f"/sweeps/{sweep.pk}/export/summaries.csv"):
+        assert c.get(url).status_code == 403, url
+
+
+def test_bob_cannot_see_anything_of_alices_sweep(
+    client_for, alice, bob, demo_job, settings, tmp_path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
+    trial = sweep.trials.first()
+    art = Artifact(trial=trial, kind="log", name="run.log", size=5, sha256="0" * 64)
+    art.file.save("run.log", ContentFile(b"hello"), save=True)
+    urls = [
+        f"/experiments/{sweep.experiment_id}/",
+        f"/sweeps/{sweep.pk}/",
+        f"/sweeps/{sweep.pk}/progress.json",
+        f"/sweeps/{sweep.pk}/trials/",
+        f"/sweeps/{sweep.pk}/chart.json?preset=goodput",
+        f"/sweeps/{sweep.pk}/export/summaries.csv",
+        f"/sweeps/{sweep.pk}/export/samples.csv",
+        f"/trials/{trial.pk}/",
+        f"/artifacts/{art.pk}/download/",
+    ]
+    as_bob = client_for(bob)
+    for url in urls:
+        assert as_bob.get(url).status_code == 404, url
+    assert as_bob.post(f"/sweeps/{sweep.pk}/cancel/").status_code == 404
+    assert b"links" not in as_bob.get("/").content
+    # Alice herself reaches every one of them, and staff do too.
+    as_alice = client_for(alice)
+    for url in urls:
+        assert as_alice.get(url).status_code == 200, url
+    staff = client_for(_user("dash_staff", staff=True))
+    assert staff.get(f"/sweeps/{sweep.pk}/").status_code == 200
+
+
+def test_the_form_shows_each_parameter_with_unit_bounds_and_default(client_for, alice, demo_job) -> None:
+    r = client_for(alice).get("/sweeps/new/?job_type=dash_demo")
+    html = r.content.decode()
+    assert r.status_code == 200
+    assert "rate: values to sweep" in html and "delay: fixed value" in html
+    assert "bit/s" in html and "8kbit/s … 10gbit/s" in html  # bounds of params.Rate()
+    assert "0ms … 1s" in html  # Duration(hi=1.0)
+    assert "bottleneck rate" in html
+
+
+def _form(**extra: str) -> dict[str, str]:
+    data = {
+        "job_type": "dash_demo",
+        "experiment": "",
+        "new_experiment": "paths",
+        "name": "first",
+        "repetitions": "2",
+        "order": "grid",
+        "seed": "",
+        "grid_rate": "1mbit, 10mbit",
+        "fixed_rate": "",
+        "grid_delay": "",
+        "fixed_delay": "5ms",
+    }
+    data.update(extra)
+    return data
+
+
+def test_it_creates_a_sweep_from_the_form_with_the_same_service_as_the_api(
+    client_for, alice, demo_job
+) -> None:
+    r = client_for(alice).post("/sweeps/new/", _form())
+    sweep = Sweep.objects.get(experiment__owner=alice)
+    assert r.status_code == 302 and r["Location"] == f"/sweeps/{sweep.pk}/"
+    assert sweep.grid == {"rate": ["1mbit", "10mbit"]} and sweep.fixed == {"delay": "5ms"}
+    assert sweep.trials.count() == 4
+    assert sorted(t.resolved["rate"] for t in sweep.trials.all()) == [1e6, 1e6, 1e7, 1e7]
+
+
+def test_an_out_of_bounds_value_is_shown_next_to_its_field_naming_the_bound_and_nothing_is_created(
+    client_for, alice, demo_job
+) -> None:
+    r = client_for(alice).post("/sweeps/new/", _form(grid_rate="1mbit, 20gbit", fixed_delay="3s"))
+    html = r.content.decode()
+    assert r.status_code == 400
+    assert "Nothing was created" in html
+    # The message sits in the error list tied to the rate input and names the value and the bound.
+    assert 'id="id_grid_rate_errors"' in html
+    rate_errors = html.split('id="id_grid_rate_errors"')[1].split("</ul>")[0]
+    assert "20gbit" in rate_errors and "at most 10gbit/s" in rate_errors
+    delay_errors = html.split('id="id_fixed_delay_errors"')[1].split("</ul>")[0]
+    assert "at most 1s" in delay_errors
+    assert not Experiment.objects.exists() and not Sweep.objects.exists()
+
+
+def test_it_asks_for_an_experiment_when_none_is_chosen_or_named(client_for, alice, demo_job) -> None:
+    r = client_for(alice).post("/sweeps/new/", _form(new_experiment=""))
+    assert r.status_code == 400
+    assert "Choose an experiment or name a new one." in r.content.decode()
+    assert not Sweep.objects.exists()
+
+
+def test_a_required_parameter_left_empty_is_reported_on_its_row(client_for, alice, demo_job) -> None:
+    r = client_for(alice).post("/sweeps/new/", _form(grid_rate="", grid_delay="5ms, 10ms", fixed_delay=""))
+    html = r.content.decode()
+    assert r.status_code == 400
+    assert "is required by job type" in html.split('id="id_grid_rate_errors"')[1].split("</ul>")[0]
+
+
+def test_the_chart_shows_the_mean_and_the_student_t_interval_per_point(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "10mbit"]}, repetitions=3, fixed={"delay": "5ms"})
+    _finish(
+        sweep,
+        {
+            ("1mbit", 0): 0.9e6,
+            ("1mbit", 1): 1.0e6,
+            ("1mbit", 2): 0.8e6,
+            ("10mbit", 0): 9e6,
+            ("10mbit", 1): 9e6,
+        }
+        | {("10mbit", 2): 9e6},
+    )
+    data = client_for(alice).get(f"/sweeps/{sweep.pk}/chart.json?preset=goodput").json()
+    assert data["identity"] is True and data["x_scale"] == 1e6
+    (series,) = data["series"]
+    assert series["label"] == "delay = 5ms"
+    low, high = series["points"]
+    assert low["x"] == 1e6 and low["n"] == 3
+    assert low["mean"] == pytest.approx(0.9e6)
+    half = T_975_DF2 * 0.1e6 / math.sqrt(3)  # s = 0.1e6 for 0.9, 1.0, 0.8
+    assert low["ci_low"] == pytest.approx(0.9e6 - half) and low["ci_high"] == pytest.approx(0.9e6 + half)
+    assert high["mean"] == pytest.approx(9e6) and high["ci_low"] == pytest.approx(9e6)
+
+
+def test_a_point_from_a_single_run_has_no_interval_and_failed_trials_do_not_count(
+    client_for, alice, demo_job
+) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit"]}, repetitions=2)
+    _finish(sweep, {("1mbit", 0): 1e6, ("1mbit", 1): 5e6})
+    failed = sweep.trials.get(repetition=1)
+    failed.status = "failed"
+    failed.error = "iperf3 exited 1"
+    failed.save()
+    url = f"/sweeps/{sweep.pk}/chart.json?y=goodput_bps&x=rate&log_x=on"
+    data = client_for(alice).get(url).json()
+    (point,) = data["series"][0]["points"]
+    assert point["n"] == 1 and point["mean"] == 1e6
+    assert point["ci_low"] is None and point["ci_high"] is None
+    assert data["log_x"] is True and data["log_y"] is False
+    assert data["x_label"] == "Rate (Mbit/s)" and data["y_label"] == "Goodput (Mbit/s)"
+
+
+def test_the_custom_chart_splits_series_by_another_swept_parameter(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"], "delay": ["10ms", "50ms"]})
+    now = timezone.now()
+    for t in sweep.trials.all():
+        sweep.trials.filter(pk=t.pk).update(status="succeeded", started_at=now, finished_at=now)
+        SummaryValue.objects.create(
+            trial=t, name="goodput_bps", value=t.resolved["rate"] - t.resolved["delay"]
+        )
+    data = client_for(alice).get(f"/sweeps/{sweep.pk}/chart.json?y=goodput_bps&x=rate&series=delay").json()
+    assert [s["label"] for s in data["series"]] == ["delay = 10ms", "delay = 50ms"]
+    assert [p["x"] for p in data["series"][1]["points"]] == [1e6, 2e6]
+    assert data["series"][1]["points"][0]["mean"] == pytest.approx(1e6 - 0.05)
+
+
+def test_the_chart_rejects_an_unknown_metric_naming_the_choices(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit"]})
+    r = client_for(alice).get(f"/sweeps/{sweep.pk}/chart.json?y=nope&x=rate")
+    assert r.status_code == 400
+    assert "goodput_bps" in r.json()["errors"]["y"]
+
+
+def test_the_summaries_csv_has_one_row_per_trial_with_parameters_and_metrics(
+    client_for, alice, demo_job
+) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "10mbit"]}, fixed={"delay": "5ms"})
+    _finish(sweep, {("1mbit", 0): 0.95e6, ("10mbit", 0): 9.4e6})
+    t = sweep.trials.get(params__rate="10mbit")
+    SummaryValue.objects.create(trial=t, name="rtt_s", value=0.0101)
+    r = client_for(alice).get(f"/sweeps/{sweep.pk}/export/summaries.csv")
+    assert r.status_code == 200 and r["Content-Type"].startswith("text/csv") and r.streaming
+    rows = list(csv.DictReader(io.StringIO(b"".join(r.streaming_content).decode())))
+    assert len(rows) == 2
+    assert list(rows[0])[:5] == ["trial_id", "index", "rate", "delay", "repetition"]
+    by_rate = {row["rate"]: row for row in rows}
+    assert by_rate["10mbit"]["goodput_bps"] == "9400000.0" and by_rate["10mbit"]["rtt_s"] == "0.0101"
+    assert by_rate["1mbit"]["rtt_s"] == "" and by_rate["1mbit"]["delay"] == "5ms"
+    assert by_rate["1mbit"]["status"] == "succeeded"
+
+
+def test_the_samples_csv_has_one_row_per_sample_with_every_value_key(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "10mbit"]})
+    t1, t2 = sweep.trials.order_by("index")
+    Sample.objects.create(trial=t1, kind="update", index=0, values={"T": 0.5, "X": 1000})
+    Sample.objects.create(trial=t1, kind="update", index=1, values={"T": 0.4, "X": 900})
+    Sample.objects.create(trial=t2, kind="update", index=0, values={"T": 0.1, "rate": 8e4})
+    r = client_for(alice).get(f"/sweeps/{sweep.pk}/export/samples.csv")
+    rows = list(csv.reader(io.StringIO(b"".join(r.streaming_content).decode())))
+    assert rows[0] == ["trial_id", "rate", "repetition", "kind", "index", "T", "X", "rate"]
+    assert rows[1:] == [
+        [str(t1.pk), "1mbit", "0", "update", "0", "0.5", "1000", ""],
+        [str(t1.pk), "1mbit", "0", "update", "1", "0.4", "900", ""],
+        [str(t2.pk), "10mbit", "0", "update", "0", "0.1", "", "80000.0"],
+    ]
+
+
+def test_progress_reports_done_total_failures_and_state(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit", "3mbit"]})
+    c = client_for(alice)
+    p = c.get(f"/sweeps/{sweep.pk}/progress.json").json()
+    assert (p["done"], p["total"], p["finished"]) == (0, 3, False)
+    assert "no live worker" in p["blocked"]
+    first, second, _ = sweep.trials.order_by("index")
+    _finish_one(first, "succeeded")
+    _finish_one(second, "failed")
+    p = c.get(f"/sweeps/{sweep.pk}/progress.json").json()
+    assert (p["done"], p["succeeded"], p["failed"], p["pending"]) == (2, 1, 1, 1)
+    assert p["state"] in ("blocked", "running")
+    page = c.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'data-field="done">2<' in page and 'data-field="failed">1<' in page
+
+
+def _finish_one(trial, status: str) -> None:
+    now = timezone.now()
+    type(trial).objects.filter(pk=trial.pk).update(
+        status=status,
+        started_at=now - timedelta(seconds=3),
+        finished_at=now,
+        error="boom" if status == "failed" else "",
+    )
+
+
+def test_cancel_stops_waiting_trials_and_the_sweep_reads_cancelled(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
+    c = client_for(alice)
+    r = c.post(f"/sweeps/{sweep.pk}/cancel/")
+    assert r.status_code == 302
+    p = c.get(f"/sweeps/{sweep.pk}/progress.json").json()
+    assert (p["cancelled"], p["finished"], p["state"]) == (2, True, "cancelled")
+
+
+def test_the_trial_page_shows_summary_error_and_artifact_download(
+    client_for, alice, demo_job, settings, tmp_path
+) -> None:
+    settings.MEDIA_ROOT = tmp_path
+    sweep = _sweep(alice, {"rate": ["1mbit"]})
+    trial = sweep.trials.get()
+    _finish_one(trial, "failed")
+    SummaryValue.objects.create(trial=trial, name="goodput_bps", value=123456.0)
+    art = Artifact(trial=trial, kind="pcap", name="link.pcap", size=4, sha256="ab" * 32)
+    art.file.save("link.pcap", ContentFile(b"\xd4\xc3\xb2\xa1"), save=True)
+    c = client_for(alice)
+    html = c.get(f"/trials/{trial.pk}/").content.decode()
+    assert "boom" in html and "Goodput" in html and "123,456" in html
+    assert f'href="/artifacts/{art.pk}/download/"' in html
+    r = c.get(f"/artifacts/{art.pk}/download/")
+    assert r.status_code == 200 and b"".join(r.streaming_content) == b"\xd4\xc3\xb2\xa1"
+    assert 'attachment; filename="link.pcap"' in r["Content-Disposition"]

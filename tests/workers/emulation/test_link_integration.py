@@ -1,0 +1,156 @@
+"""Real namespaces and the userspace link: measured rate, delay and loss within tolerances, and
+nothing (namespace, device, process) survives a failed or SIGKILLed trial."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
+from qoelab.emulation.profile import LinkProfile
+
+pytestmark = pytest.mark.netns
+PY = sys.executable
+
+
+def nothing_left(prefix):
+    return leftovers(prefix) == {"namespaces": [], "devices": [], "processes": []}
+
+
+@pytest.fixture(scope="module")
+def userspace_ok(netns_ok):
+    from qoelab.emulation.topology import userspace_available
+
+    ok, reason = userspace_available()
+    if not ok:
+        print(f"userspace link tests skipped: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def prefix(request):
+    # A fixed prefix per test, cleaned before and after, never the bare "ql" other users share.
+    name = "qlt" + format(abs(hash(request.node.name)) % 36**5, "05x")[:5]
+    cleanup_leftovers(name)
+    yield name
+    cleanup_leftovers(name)
+
+
+def run_cli(*args, timeout=90):
+    return subprocess.run(
+        [PY, "-m", "qoelab.emulation.cli", "link", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_link_check_reports_the_path_it_built_within_tolerances(userspace_ok, prefix):
+    out = run_cli("check", "--rate", "10mbit", "--delay", "25ms", "--loss", "0.5%", "--json",
+                  "--duration", "3", "--backend", "userspace", "--prefix", prefix)  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout[-2000:]
+    result = json.loads(out.stdout)
+    assert result["backend"] == "userspace"
+    m = result["measured"]
+    # Rate: TCP goodput is the rate net of headers (1448/1500), within a few percent.
+    assert 0.85 * 9.65e6 <= m["tcp_down_bps"] <= 1.08 * 9.65e6
+    assert 0.85 * 9.65e6 <= m["tcp_up_bps"] <= 1.08 * 9.65e6
+    assert m["rtt_ms"] == pytest.approx(50, abs=5)
+    assert m["rtt_loaded_ms"] >= m["rtt_ms"]
+    lo, hi = m["loss_ci95_pct"]
+    assert lo - 0.1 <= 0.5 <= hi + 0.1
+    assert result["mathis_bps"] == pytest.approx(8 * 1448 / 0.050 * (1.5 / 0.005) ** 0.5, rel=0.15)
+    assert result["ok"] is True
+    assert nothing_left(prefix)
+
+
+def test_an_asymmetric_slow_lossless_link_measures_each_direction(userspace_ok, prefix):
+    from qoelab.emulation.topology import emulated_link
+    from qoelab.emulation.verify import verify_link
+
+    profile = LinkProfile.parse(rate="2mbit", up_rate="512kbit", delay="5ms", up_delay="15ms")
+    with emulated_link(profile, prefix=prefix, backend="userspace") as link:
+        result = verify_link(link, duration_s=3, loss_duration_s=1)
+    m = result["measured"]
+    assert m["tcp_down_bps"] == pytest.approx(2e6 * 1448 / 1500, rel=0.12)
+    assert m["tcp_up_bps"] == pytest.approx(512e3 * 1448 / 1500, rel=0.15)
+    assert m["rtt_ms"] == pytest.approx(20, abs=2.5)
+    assert m["loss_pct"] == 0
+    assert result["mathis_bps"] is None
+    assert nothing_left(prefix)
+
+
+def test_a_failing_trial_leaves_no_namespace_device_or_process(userspace_ok, prefix):
+    from qoelab.emulation.topology import emulated_link
+
+    with (
+        pytest.raises(RuntimeError, match="trial failed"),
+        emulated_link(
+            LinkProfile.parse(rate="10mbit", delay="5ms"), prefix=prefix, backend="userspace"
+        ) as link,
+    ):
+        link.popen_in("server", ["sleep", "60"])
+        during = leftovers(prefix)
+        assert during["namespaces"] == [f"{prefix}c", f"{prefix}s"]
+        assert any("sleep" in p for p in during["processes"])
+        assert any("linkemu" in p for p in during["processes"])
+        raise RuntimeError("trial failed")
+    assert nothing_left(prefix)
+
+
+def test_a_sigkilled_trial_is_cleaned_up_by_prefix(userspace_ok, prefix):
+    proc = subprocess.Popen(
+        [PY, "-m", "qoelab.emulation.cli", "link", "check", "--rate", "10mbit", "--delay", "10ms",
+         "--duration", "10", "--backend", "userspace", "--prefix", prefix],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # wait until the trial measures (iperf3 running)
+        if any("iperf3" in p for p in leftovers(prefix)["processes"]):
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("the trial never started iperf3")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    before = leftovers(prefix)
+    assert before["namespaces"], "a SIGKILLed trial should leave its namespaces for cleanup to find"
+    removed = cleanup_leftovers(prefix)
+    assert f"netns {prefix}c" in removed and f"netns {prefix}s" in removed
+    assert nothing_left(prefix)
+    # The TUN devices went with the emulator; no device of ours is left in the root namespace.
+    assert not [d for d in leftovers(prefix)["devices"]]
+
+
+def test_the_veth_test_backend_refuses_to_pretend_it_emulates_delay(netns_ok, prefix):
+    from qoelab.emulation.topology import LinkError, emulated_link
+
+    with (
+        pytest.raises(LinkError, match="only shapes rate"),
+        emulated_link(LinkProfile.parse(rate="10mbit", delay="5ms"), prefix=prefix, backend="veth"),
+    ):
+        pass
+    assert nothing_left(prefix)
+
+
+def test_missing_privileges_give_one_clear_sentence(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to drop to an unprivileged user")
+    out = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+         PY, "-m", "qoelab.emulation.cli", "link", "check", "--rate", "10mbit"],
+        capture_output=True, text=True, timeout=30, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        "error: creating network namespaces needs CAP_NET_ADMIN; "
+        "run the worker as root or with that capability"
+    )
+    assert "Traceback" not in out.stderr
+
+
+def test_bad_parameters_are_one_line_errors_naming_the_bound():
+    out = run_cli("check", "--rate", "20gbit")
+    assert out.returncode == 2
+    assert out.stderr.strip() == "error: rate: must be at most 10gbit/s, got 20gbit/s"

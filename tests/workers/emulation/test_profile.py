@@ -1,0 +1,110 @@
+"""Link profiles: parsing human units, validation naming the field and the bound, JSON round trip."""
+
+import math
+
+import pytest
+from qoelab.emulation.profile import Direction, LinkParams, LinkProfile, parse_gemodel
+from qoelab.errors import ParameterError
+from qoelab.params import ParamsInvalid, validate_params
+
+
+def test_it_parses_human_units_into_si_values_for_both_directions():
+    p = LinkProfile.parse(rate="10mbit", delay="25ms", loss="0.5%", jitter="2ms")
+    for d in (p.up, p.down):
+        assert d.rate_bps == 10e6
+        assert d.delay_s == pytest.approx(0.025)
+        assert d.jitter_s == pytest.approx(0.002)
+        assert d.loss_pct == 0.5
+    assert p.symmetric
+
+
+def test_it_lets_the_up_direction_differ():
+    p = LinkProfile.parse(rate="10mbit", delay="25ms", up_rate="1mbit", up_delay="5ms", up_loss="1%")
+    assert p.down.rate_bps == 10e6 and p.up.rate_bps == 1e6
+    assert p.down.delay_s == pytest.approx(0.025) and p.up.delay_s == pytest.approx(0.005)
+    assert p.down.loss_pct == 0 and p.up.loss_pct == 1
+    assert not p.symmetric
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "words"),
+    [
+        ({"rate": "20gbit"}, "rate", "at most 10gbit/s"),
+        ({"rate": "4kbit"}, "rate", "at least 8kbit/s"),
+        ({"up_rate": "11gbit"}, "up_rate", "at most 10gbit/s"),
+        ({"delay": "10.5s"}, "delay", "at most 10s"),
+        ({"delay": "-1ms"}, "delay", "negative"),
+        ({"jitter": "nan"}, "jitter", "number"),
+        ({"loss": "101%"}, "loss", "at most 100 %"),
+        ({"loss": "-0.1%"}, "loss", "negative"),
+        ({"loss": "NaN"}, "loss", "number"),
+        ({"rate": "10 parsecs"}, "rate", "cannot read"),
+        ({"gemodel": "1%,30%,120%"}, "gemodel.1-h", "at most 100 %"),
+        ({"limit": "0pkt"}, "limit", "at least 1"),
+        ({"mtu": 100}, "mtu", "between 576 and 9000"),
+        ({"jitter_dist": "pareto"}, "jitter_dist", "uniform, normal"),
+    ],
+)
+def test_it_rejects_bad_values_naming_the_field_and_the_bound(kwargs, field, words):
+    with pytest.raises(ParameterError) as info:
+        LinkProfile.parse(**kwargs)
+    assert info.value.field == field
+    assert words in str(info.value)
+
+
+def test_it_rejects_loss_over_100_percent():
+    with pytest.raises(ParameterError, match=r"loss: must be at most 100 %"):
+        LinkProfile.parse(loss="100.5%")
+
+
+def test_it_refuses_random_and_gilbert_elliott_loss_together():
+    with pytest.raises(ParameterError, match="cannot be combined with gemodel"):
+        LinkProfile.parse(loss="1%", gemodel="1%,30%")
+
+
+def test_it_fills_gilbert_elliott_defaults_as_netem_does():
+    assert parse_gemodel("1%") == (1.0, 99.0, 100.0, 0.0)
+    assert parse_gemodel("1%,30%,80%,0.1%") == (1.0, 30.0, 80.0, 0.1)
+
+
+def test_it_computes_the_long_run_gilbert_elliott_loss():
+    d = Direction(gemodel=(1.0, 9.0, 100.0, 0.0))
+    assert d.mean_loss_pct() == pytest.approx(10.0)  # pi_bad = 1 / (1 + 9)
+
+
+def test_it_reads_queue_limits_in_packets_or_bytes():
+    assert LinkProfile.parse(rate="1mbit", limit="100pkt").down.limit_pkts == 100
+    assert LinkProfile.parse(rate="1mbit", limit=50).down.limit_pkts == 50
+    d = LinkProfile.parse(rate="1mbit", limit="64kb").down
+    assert d.limit_bytes == 65536 and d.limit_pkts is None
+    assert d.queue_limit_bytes(1500) == 65536
+    assert Direction().queue_limit_bytes(1500) == 1000 * 1500
+
+
+def test_it_round_trips_through_json():
+    p = LinkProfile.parse(rate="10mbit", delay="25ms", gemodel="1%,30%", up_rate="2mbit", seed=7, mtu=1400)
+    assert LinkProfile.from_json(p.to_json()) == p
+    import json
+
+    assert LinkProfile.from_json(json.dumps(p.to_json())) == p
+
+
+def test_it_validates_directions_built_directly():
+    with pytest.raises(ParameterError, match="up_rate"):
+        LinkProfile(up=Direction(rate_bps=math.inf), down=Direction()).validate()
+
+
+def test_the_shared_pydantic_fields_validate_like_the_profile():
+    params = validate_params(LinkParams, {"rate": "10mbit", "delay": "25ms", "loss": "0.5%"})
+    profile = params.to_profile()
+    assert profile.down.rate_bps == 10e6 and profile.up.delay_s == pytest.approx(0.025)
+    with pytest.raises(ParamsInvalid) as info:
+        validate_params(LinkParams, {"rate": "20gbit", "loss": "200%"})
+    fields = {e["field"] for e in info.value.errors}
+    assert fields == {"rate", "loss"}
+    assert "10gbit" in str(info.value)
+
+
+def test_the_shared_fields_reject_unknown_parameters():
+    with pytest.raises(ParamsInvalid, match="not a parameter"):
+        validate_params(LinkParams, {"bandwidth": "10mbit"})

@@ -1,0 +1,384 @@
+"""The userspace link emulator (linkemu + UserspaceLink) on real namespaces, TUN devices and traffic.
+
+Every test builds its own client/server namespace pair named ``qlu<n><pid>``, starts the real
+linkemu between them and removes both namespaces afterwards. Tolerances are wide enough for a
+loaded 2-core VM; the accuracy grid is in benchmarks/link_accuracy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import itertools
+import json
+import os
+import signal
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+import pytest
+from pyroute2 import NetNS, netns
+from qoelab.emulation import userspace
+from qoelab.emulation.userspace import UserspaceLink
+from qoelab.errors import ParameterError, QoelabError
+from scipy.stats import binomtest
+
+CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass(frozen=True)
+class Dir:
+    """Duck-types qoelab.emulation.profile.Direction (the attributes UserspaceLink reads)."""
+
+    rate_bps: float | None = None
+    delay_s: float = 0.0
+    jitter_s: float = 0.0
+    jitter_dist: str = "uniform"
+    reorder: bool = False
+    loss_pct: float = 0.0
+    gemodel: tuple[float, float, float, float] | None = None
+    limit_pkts: int | None = None
+    limit_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Prof:
+    up: Dir = field(default_factory=Dir)
+    down: Dir = field(default_factory=Dir)
+    mtu: int = 1500
+    seed: int = 7
+
+
+def _skip_reason() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root for network namespaces and TUN devices"
+    if not userspace.binary_path().exists():
+        subprocess.run(["make", "-s", "-C", str(REPO / "workers" / "csrc")], check=False)
+    ok, why = userspace.available()
+    return None if ok else why
+
+
+_REASON = _skip_reason()
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+
+_counter = itertools.count()
+
+
+class Pair:
+    """A client/server namespace pair joined by a running UserspaceLink."""
+
+    def __init__(self, profile: Prof) -> None:
+        n = next(_counter)
+        self.prefix = f"qlu{n}{os.getpid() % 100000}"
+        self.cns, self.sns = self.prefix + "c", self.prefix + "s"
+        self.cif, self.sif = self.prefix + "t0", self.prefix + "t1"
+        self.link = UserspaceLink(self.cns, self.sns, self.cif, self.sif, profile)
+
+    def __enter__(self) -> Pair:
+        netns.create(self.cns)
+        netns.create(self.sns)
+        try:
+            self.link.start()
+            for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
+                with NetNS(ns) as ipr:
+                    ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+                    idx = ipr.link_lookup(ifname=ifname)[0]
+                    ipr.addr("add", index=idx, address=addr, prefixlen=30)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.link.stop()
+        for ns in (self.cns, self.sns):
+            with contextlib.suppress(OSError):
+                netns.remove(ns)
+
+    def run(self, ns: str, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["ip", "netns", "exec", ns, *argv], capture_output=True, text=True, timeout=timeout, check=True
+        )
+
+    def links(self, ns: str) -> list[str]:
+        with NetNS(ns) as ipr:
+            return [link.get("ifname") for link in ipr.get_links()]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def in_netns(name: str) -> Iterator[None]:
+    """Run the block with this thread in namespace `name` (sockets made there stay there)."""
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {name}")
+        yield
+    finally:
+        _libc.setns(home, CLONE_NEWNET)
+        os.close(home)
+        os.close(target)
+
+
+def udp_pair(pair: Pair) -> tuple[socket.socket, socket.socket]:
+    with in_netns(pair.sns):
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        rx.bind((SERVER_IP, 5999))
+    with in_netns(pair.cns):
+        tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        tx.connect((SERVER_IP, 5999))
+    return tx, rx
+
+
+def send_sequence(
+    pair: Pair, count: int, size: int = 200, gap_s: float = 0.0, settle_s: float = 0.5
+) -> list[int]:
+    """Send `count` numbered UDP datagrams client -> server; return the numbers received, in order."""
+    tx, rx = udp_pair(pair)
+    got: list[int] = []
+    pad = b"\0" * (size - 4)
+    with tx, rx:
+        rx.setblocking(False)
+        for i in range(count):
+            tx.send(struct.pack("!I", i) + pad)
+            if gap_s:
+                time.sleep(gap_s)
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    got.append(struct.unpack("!I", rx.recv(65536)[:4])[0])
+        deadline = time.monotonic() + settle_s
+        rx.settimeout(0.05)
+        while time.monotonic() < deadline:
+            with contextlib.suppress(TimeoutError):
+                got.append(struct.unpack("!I", rx.recv(65536)[:4])[0])
+    return got
+
+
+def ping_rtts_ms(pair: Pair, count: int, interval: float = 0.02, size: int = 56) -> list[float]:
+    out = pair.run(pair.cns, "ping", "-n", "-c", str(count), "-i", str(interval), "-s", str(size), SERVER_IP)
+    return [float(tok.split("=")[1]) for tok in out.stdout.split() if tok.startswith("time=")]
+
+
+# --- delay, rate, loss --------------------------------------------------------------------------
+
+
+def test_it_adds_the_configured_one_way_delay_in_each_direction() -> None:
+    prof = Prof(up=Dir(delay_s=0.030), down=Dir(delay_s=0.010))
+    with Pair(prof) as pair:
+        rtts = ping_rtts_ms(pair, 30)
+        stats = pair.link.stats()
+    assert len(rtts) == 30
+    med = statistics.median(rtts)
+    assert 40.0 <= med <= 40.6, f"median RTT {med} ms for 30 + 10 ms one-way"
+    assert min(rtts) >= 40.0
+    assert stats["up"]["packets"] >= 30 and stats["down"]["packets"] >= 30
+
+
+def test_it_serialises_tcp_at_the_configured_rate() -> None:
+    rate = 20e6
+    prof = Prof(up=Dir(rate_bps=rate, delay_s=0.005), down=Dir(rate_bps=rate, delay_s=0.005))
+    with Pair(prof) as pair:
+        server = subprocess.Popen(["ip", "netns", "exec", pair.sns, "iperf3", "-s", "-1", "-p", "5399"])
+        try:
+            time.sleep(0.3)
+            out = pair.run(
+                pair.cns, "iperf3", "-c", SERVER_IP, "-p", "5399", "-t", "3", "-O", "1", "-J", timeout=20
+            )
+        finally:
+            server.wait(timeout=10)
+    goodput = json.loads(out.stdout)["end"]["sum_received"]["bits_per_second"]
+    # TCP payload is 1448 of 1500 bytes at IP level: 96.5 % is the ceiling.
+    assert 0.90 * rate <= goodput <= 0.975 * rate, f"goodput {goodput / 1e6:.2f} Mbit/s at 20 Mbit/s"
+
+
+def test_it_drops_udp_at_the_configured_loss_rate_within_the_binomial_interval() -> None:
+    n, pct = 3000, 5.0
+    with Pair(Prof(up=Dir(loss_pct=pct), seed=11)) as pair:
+        got = send_sequence(pair, n, gap_s=0.0001)
+        stats = pair.link.stats()
+    lost = n - len(set(got))
+    ci = binomtest(lost, n, pct / 100).proportion_ci(confidence_level=0.999)
+    assert ci.low <= pct / 100 <= ci.high, f"{lost}/{n} lost at {pct} %"
+    assert stats["up"]["dropped_loss"] >= lost
+
+
+def test_it_loses_packets_in_bursts_under_the_gilbert_elliott_model() -> None:
+    def mean_burst(prof: Prof) -> tuple[float, float]:
+        with Pair(prof) as pair:
+            got = set(send_sequence(pair, 4000, gap_s=0.0001))
+        lost = [i not in got for i in range(4000)]
+        bursts = [len(list(g)) for k, g in itertools.groupby(lost) if k]
+        return statistics.mean(bursts), sum(lost) / len(lost)
+
+    # p=1 %, r=20 %, all lost in Bad, none in Good: mean burst 1/r = 5, loss p/(p+r) = 4.8 %.
+    ge_burst, ge_loss = mean_burst(Prof(up=Dir(gemodel=(1.0, 20.0, 100.0, 0.0)), seed=3))
+    bern_burst, _ = mean_burst(Prof(up=Dir(loss_pct=4.8), seed=3))
+    assert 3.5 <= ge_burst <= 7.0, f"GE mean burst {ge_burst}"
+    assert 0.02 <= ge_loss <= 0.09, f"GE loss {ge_loss}"
+    assert bern_burst < 1.3, f"Bernoulli mean burst {bern_burst}"
+
+
+def test_it_drops_tail_when_the_rate_queue_is_full() -> None:
+    # 1 Mbit/s: a 1028-byte IP packet takes 8.2 ms, so a 100-packet burst meets a full queue.
+    prof = Prof(up=Dir(rate_bps=1e6, limit_pkts=10))
+    with Pair(prof) as pair:
+        got = send_sequence(pair, 100, size=1000, settle_s=1.5)
+        stats = pair.link.stats()["up"]
+    assert 10 <= len(got) <= 12, f"{len(got)} delivered through a 10-packet queue"
+    assert got == sorted(got)
+    assert stats["dropped_queue"] >= 100 - len(got) - 2
+    assert stats["max_backlog_packets"] == 10
+
+
+def test_it_limits_the_queue_in_bytes() -> None:
+    prof = Prof(up=Dir(rate_bps=1e6, limit_bytes=5000))
+    with Pair(prof) as pair:
+        got = send_sequence(pair, 50, size=1000, settle_s=1.0)
+        stats = pair.link.stats()["up"]
+    # 4 x 1028 bytes fit in 5000; a 5th would not.
+    assert 4 <= len(got) <= 6, f"{len(got)} delivered through a 5000-byte queue"
+    assert stats["max_backlog_bytes"] <= 5000
+
+
+def test_it_never_reorders_with_jitter_when_reorder_is_off_and_does_when_on() -> None:
+    def order(reorder: bool) -> list[int]:
+        d = Dir(delay_s=0.020, jitter_s=0.010, reorder=reorder)
+        with Pair(Prof(up=d, seed=5)) as pair:
+            return send_sequence(pair, 400, gap_s=0.001, settle_s=0.3)
+
+    kept = order(False)
+    assert len(kept) == 400 and kept == sorted(kept)
+    shuffled = order(True)
+    assert len(shuffled) == 400 and shuffled != sorted(shuffled)
+
+
+def test_it_is_reproducible_for_a_given_seed() -> None:
+    def lost(seed: int) -> set[int]:
+        with Pair(Prof(up=Dir(loss_pct=10.0), seed=seed)) as pair:
+            # Warm-up: IPv6 DAD/RS packets are drawn from the same PRNG; let them pass first.
+            time.sleep(0.3)
+            got = send_sequence(pair, 300, gap_s=0.0005, settle_s=0.2)
+        return set(range(300)) - set(got)
+
+    assert lost(21) == lost(21)
+    assert lost(21) != lost(22)
+
+
+# --- errors --------------------------------------------------------------------------------------
+
+
+def test_it_says_how_to_build_when_the_binary_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QOELAB_LINKEMU", "/nonexistent/linkemu")
+    link = UserspaceLink("a", "b", "x0", "x1", Prof())
+    with pytest.raises(QoelabError, match="not built; run `make`"):
+        link.start()
+    assert userspace.available() == (False, userspace.NOT_BUILT)
+
+
+def test_it_names_the_field_of_a_bad_profile_value() -> None:
+    link = UserspaceLink("a", "b", "x0", "x1", Prof(down=Dir(loss_pct=150.0)))
+    with pytest.raises(ParameterError, match=r"down\.loss_pct: must be between 0 and 100"):
+        link.start()
+
+
+def test_it_reports_a_missing_namespace_in_one_sentence() -> None:
+    link = UserspaceLink("qlu-nope-c", "qlu-nope-s", "x0", "x1", Prof())
+    with pytest.raises(QoelabError, match="network namespace .* does not exist"):
+        link.start()
+    assert link.pid is None
+
+
+# --- cleanup -------------------------------------------------------------------------------------
+
+
+def _gone(pid: int, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_stop_removes_the_process_and_both_tun_devices() -> None:
+    with Pair(Prof()) as pair:
+        pid = pair.link.pid
+        assert pid and pair.cif in pair.links(pair.cns) and pair.sif in pair.links(pair.sns)
+        final = pair.link.stop()
+        assert final["exit_code"] == 0 and "up" in final
+        assert _gone(pid)
+        assert pair.cif not in pair.links(pair.cns) and pair.sif not in pair.links(pair.sns)
+
+
+def test_sigkill_of_the_emulator_leaves_no_tun_device() -> None:
+    with Pair(Prof()) as pair:
+        pid = pair.link.pid
+        assert pid
+        os.kill(pid, signal.SIGKILL)
+        assert _gone(pid)
+        deadline = time.monotonic() + 3
+        while pair.cif in pair.links(pair.cns) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pair.cif not in pair.links(pair.cns) and pair.sif not in pair.links(pair.sns)
+
+
+def test_sigkill_of_the_driver_ends_the_emulator_and_its_devices() -> None:
+    n = next(_counter)
+    prefix = f"qlu{n}{os.getpid() % 100000}"
+    cns, sns = prefix + "c", prefix + "s"
+    netns.create(cns)
+    netns.create(sns)
+    driver_src = textwrap.dedent(f"""
+        import time
+        from types import SimpleNamespace as NS
+        from qoelab.emulation.userspace import UserspaceLink
+        d = NS(rate_bps=None, delay_s=0.0, jitter_s=0.0, jitter_dist="uniform", reorder=False,
+               loss_pct=0.0, gemodel=None, limit_pkts=None, limit_bytes=None)
+        link = UserspaceLink({cns!r}, {sns!r}, {prefix + "t0"!r}, {prefix + "t1"!r},
+                             NS(up=d, down=d, mtu=1500, seed=1))
+        link.start()
+        print(link.pid, flush=True)
+        time.sleep(60)
+    """)
+    driver = subprocess.Popen([sys.executable, "-c", driver_src], stdout=subprocess.PIPE, text=True)
+    try:
+        assert driver.stdout is not None
+        pid = int(driver.stdout.readline())
+        assert psutil.Process(pid).name() == "linkemu"
+        assert cns in psutil.Process(pid).cmdline()
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+        assert _gone(pid), "linkemu outlived its driver"
+        with NetNS(cns) as ipr:
+            assert not ipr.link_lookup(ifname=prefix + "t0")
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+        for ns in (cns, sns):
+            with contextlib.suppress(OSError):
+                netns.remove(ns)
+
+
+def test_it_logs_the_command_and_the_final_counters(tmp_path: Path) -> None:
+    log = tmp_path / "linkemu.log"
+    pair = Pair(Prof(up=Dir(delay_s=0.001)))
+    pair.link.log_path = log
+    with pair:
+        ping_rtts_ms(pair, 3, interval=0.01)
+    text = log.read_text()
+    assert "--client-ns " + pair.cns in text and '"event":"final"' in text

@@ -1,0 +1,55 @@
+"""The link_check job type: declaration the backend reads, and a real run through its runner."""
+
+import time
+
+import pytest
+from qoelab.jobs import get
+from qoelab.jobs.base import TrialContext
+from qoelab.params import ParamsInvalid, validate_params
+
+
+def test_link_check_is_registered_with_its_schema_requirements_and_charts():
+    job = get("link_check")
+    assert job.requires == frozenset({"netns", "link", "iperf3"})
+    charts = {c.key: c for c in job.charts}
+    assert charts["rate"].log_x and charts["rate"].log_y and charts["rate"].identity
+    assert (charts["rate"].x, charts["rate"].y) == ("rate", "tcp_down_bps")
+    assert (charts["rtt"].x, charts["rtt"].y) == ("delay", "rtt_ms")
+    assert {m.name for m in job.metrics} >= {"tcp_down_bps", "tcp_up_bps", "rtt_ms", "loss_pct", "mathis_bps"}
+
+
+def test_link_check_rejects_out_of_bounds_parameters_naming_them():
+    with pytest.raises(ParamsInvalid) as info:
+        validate_params(get("link_check").params, {"rate": "1kbit", "duration": "2min"})
+    assert {e["field"] for e in info.value.errors} == {"rate", "duration"}
+
+
+@pytest.mark.netns
+def test_a_link_check_trial_stores_configured_and_measured_values(tmp_path):
+    from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
+    from qoelab.emulation.system import has_net_admin
+    from qoelab.emulation.topology import userspace_available
+
+    if not has_net_admin():
+        pytest.skip("needs root or CAP_NET_ADMIN to create network namespaces")
+    ok, reason = userspace_available()
+    if not ok:
+        pytest.skip(reason)
+    job = get("link_check")
+    params = validate_params(job.params, {"rate": "5mbit", "delay": "10ms", "loss": "1%", "duration": "2s"})
+    ctx = TrialContext(trial_id="lc1", workdir=tmp_path, prefix="qltlc001", deadline=time.monotonic() + 120)
+    try:
+        result = job.run(params, ctx)
+    finally:
+        cleanup_leftovers("qltlc001")
+    s = result.summary
+    assert s["configured_rate_bps"] == 5e6 and s["configured_rtt_ms"] == 20
+    assert s["tcp_down_bps"] == pytest.approx(5e6 * 1448 / 1500, rel=0.2)
+    assert s["rtt_ms"] == pytest.approx(20, abs=3)
+    assert 0 < s["loss_pct"] < 3
+    assert s["mathis_bps"] > 0
+    assert result.link["backend"] in ("netem", "userspace")
+    assert result.provenance["backend"] == result.link["backend"]
+    assert result.provenance["tools"]["iperf3"].startswith("iperf 3")
+    assert any(a.kind == "json" for a in ctx.artifacts)
+    assert leftovers("qltlc001") == {"namespaces": [], "devices": [], "processes": []}

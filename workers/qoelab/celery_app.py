@@ -1,0 +1,368 @@
+"""The lab-host worker: a Celery app that consumes only its own queue ``host.<name>``.
+
+Celery is transport. The task ``qoelab.run_trial(trial_id)`` claims the trial from the backend
+(409: not ours any more, e.g. a redelivered message, so it exits), runs it with
+:func:`qoelab.runner.run_trial` and lets the runner report the outcome. Run state lives in the
+backend; this process keeps only marker files (``<workdir>/running/<trial>.<pid>.json``) so the
+heartbeat can say which trials run and notice a pool process that died mid-trial.
+
+Configuration comes from the environment (``QOELAB_BROKER_URL``, ``QOELAB_BACKEND_URL``,
+``QOELAB_HOST_TOKEN``, ``QOELAB_HOST_NAME``, ``QOELAB_WORKDIR``, ``QOELAB_CONCURRENCY``) or from
+``qoelab worker`` flags, which call :func:`configure`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from celery import Celery, signals
+
+from qoelab.errors import QoelabError
+
+log = logging.getLogger("qoelab.worker")
+
+# Tests shorten it (with the backend's QOELAB_HEARTBEAT_TIMEOUT) to see a dead worker quickly.
+HEARTBEAT_INTERVAL_S = float(os.environ.get("QOELAB_HEARTBEAT_INTERVAL") or 10.0)
+# Re-probe capabilities now and then: a tool installed while the worker runs shows up.
+CAPABILITY_REFRESH_S = 300.0
+# Hard limit = the job type's timeout + this margin (the runner stops itself at timeout + 15 s).
+HARD_LIMIT_MARGIN_S = 120
+DEFAULT_HARD_LIMIT_S = 3600
+# The emulation names everything it creates outside a trial "ql..."; at start the worker removes
+# what a killed predecessor left under it. Per-trial prefixes (from the backend) are cleaned through
+# the running markers, which survive a SIGKILL of the whole worker.
+LEFTOVER_PREFIX = "ql"
+
+
+@dataclasses.dataclass
+class WorkerSettings:
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    backend_url: str = "http://127.0.0.1:8000"
+    token: str = ""
+    name: str = dataclasses.field(default_factory=lambda: _default_name())
+    workdir: Path = Path("/var/tmp/qoelab")
+    concurrency: int = 1
+
+    @property
+    def queue(self) -> str:
+        return f"host.{self.name}"
+
+    @classmethod
+    def from_env(cls) -> WorkerSettings:
+        e = os.environ
+        s = cls()
+        s.broker_url = e.get("QOELAB_BROKER_URL") or s.broker_url
+        s.backend_url = e.get("QOELAB_BACKEND_URL") or s.backend_url
+        s.token = e.get("QOELAB_HOST_TOKEN", "")
+        s.name = e.get("QOELAB_HOST_NAME") or s.name
+        s.workdir = Path(e.get("QOELAB_WORKDIR") or s.workdir)
+        raw = e.get("QOELAB_CONCURRENCY") or "1"
+        try:
+            s.concurrency = int(raw)
+        except ValueError:
+            raise QoelabError(f"QOELAB_CONCURRENCY must be a whole number, got {raw!r}") from None
+        return s
+
+    def validate(self) -> None:
+        import re
+
+        if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,62}", self.name):
+            raise QoelabError(
+                f"host name {self.name!r} is not usable: 1-63 lower-case letters, digits, '.', '_' or '-'"
+            )
+        if not 1 <= self.concurrency <= 64:
+            raise QoelabError(f"concurrency must be between 1 and 64, got {self.concurrency}")
+        if not self.broker_url.startswith(("redis://", "rediss://", "amqp://", "memory://")):
+            raise QoelabError(f"the broker URL must be redis://HOST:PORT/DB, got {self.broker_url!r}")
+        if not self.backend_url.startswith(("http://", "https://")):
+            raise QoelabError(
+                f"the backend URL must start with http:// or https://, got {self.backend_url!r}"
+            )
+        if not self.token:
+            raise QoelabError(
+                "no host token: pass --token or set QOELAB_HOST_TOKEN "
+                "(create one on the web host with 'manage.py add_host NAME')"
+            )
+
+
+def _default_name() -> str:
+    return socket.gethostname().split(".")[0].lower()
+
+
+def max_job_timeout() -> int | None:
+    try:
+        from qoelab import jobs
+    except Exception as err:  # a broken job module must not stop the worker from reporting it
+        log.error("cannot load the job types: %s: %s", type(err).__name__, err)
+        return None
+    return max((j.timeout_s for j in jobs.REGISTRY.values()), default=None)
+
+
+settings = WorkerSettings.from_env() if os.environ.get("QOELAB_BROKER_URL") else WorkerSettings()
+# No fixups: a lab host has no Django, even when DJANGO_SETTINGS_MODULE leaks into its environment.
+app = Celery("qoelab", fixups=[])
+
+
+def configure(new: WorkerSettings) -> Celery:
+    """Apply ``new`` to the Celery app and this module (pool processes inherit it by fork)."""
+    global settings
+    settings = new
+    timeout = max_job_timeout()
+    hard = (timeout + HARD_LIMIT_MARGIN_S) if timeout else DEFAULT_HARD_LIMIT_S
+    app.conf.update(
+        broker_url=new.broker_url,
+        broker_connection_retry_on_startup=True,
+        # Redis re-delivers an unacked message after this long; it must outlast the longest trial
+        # or a running trial would be delivered a second time (the claim would refuse it anyway).
+        broker_transport_options={"visibility_timeout": max(hard * 2, 3600)},
+        task_serializer="json",
+        accept_content=["json"],
+        task_ignore_result=True,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        # One trial per pool process: namespace and socket state a runner leaves behind dies with it.
+        worker_max_tasks_per_child=1,
+        task_time_limit=hard,
+        worker_concurrency=new.concurrency,
+        worker_send_task_events=False,
+        task_default_queue=new.queue,
+    )
+    return app
+
+
+configure(settings)
+
+
+# --- running markers ------------------------------------------------------------------------
+
+
+def _running_dir() -> Path:
+    return Path(settings.workdir) / "running"
+
+
+def _write_marker(trial_id: int | str, prefix: str = "") -> Path:
+    d = _running_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{trial_id}.{os.getpid()}.json"
+    proc = psutil.Process()
+    path.write_text(
+        json.dumps(
+            {"trial": str(trial_id), "pid": proc.pid, "create_time": proc.create_time(), "prefix": prefix}
+        )
+    )
+    return path
+
+
+def _marker_alive(info: dict[str, Any]) -> bool:
+    try:
+        return abs(psutil.Process(int(info["pid"])).create_time() - float(info["create_time"])) < 0.01
+    except (psutil.Error, KeyError, ValueError, TypeError):
+        return False
+
+
+def scan_markers() -> tuple[list[str], list[tuple[Path, dict[str, Any]]]]:
+    """(ids of trials running now, markers whose process is gone)."""
+    running: list[str] = []
+    dead: list[tuple[Path, dict[str, Any]]] = []
+    d = _running_dir()
+    if not d.is_dir():
+        return running, dead
+    for path in sorted(d.glob("*.json")):
+        try:
+            info = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # being written right now
+        if _marker_alive(info):
+            if info["trial"] not in running:
+                running.append(info["trial"])
+        else:
+            dead.append((path, info))
+    return running, dead
+
+
+def reap_dead_markers(client: Any, reason: str) -> list[str]:
+    """Report trials whose pool process died as failed, clean their prefix, drop the markers."""
+    from qoelab.runner import PREFIX_RE, cleanup_prefix
+
+    running, dead = scan_markers()
+    reaped = []
+    for path, info in dead:
+        trial = str(info.get("trial"))
+        if trial in running:  # a redelivery of the same trial is alive; leave its claim alone
+            path.unlink(missing_ok=True)
+            continue
+        prefix = str(info.get("prefix") or "")
+        log.error("trial %s: its worker process %s is gone (%s)", trial, info.get("pid"), reason)
+        if PREFIX_RE.match(prefix):
+            try:
+                cleanup_prefix(prefix)
+            except Exception as err:
+                log.error("trial %s: cleanup of %s* failed: %s", trial, prefix, err)
+        if prefix:  # no prefix: it died before its claim, so the trial never started here
+            try:
+                # Not the measurement's fault: let the backend give it another attempt.
+                client.finish(
+                    trial, "failed", f"{reason} (worker process {info.get('pid')})", {}, retryable=True
+                )
+            except QoelabError as err:
+                log.warning("trial %s: could not report the lost run: %s", trial, err)
+        path.unlink(missing_ok=True)
+        reaped.append(trial)
+    return reaped
+
+
+# --- backend client and heartbeat -------------------------------------------------------------
+
+_client: Any = None
+_client_pid = 0
+_facts: dict[str, Any] = {}
+_facts_at = 0.0
+
+
+def backend_client() -> Any:
+    """One BackendClient per process (an httpx pool must not be shared across fork)."""
+    global _client, _client_pid
+    if _client is None or _client_pid != os.getpid():
+        from qoelab.client import BackendClient
+
+        _client = BackendClient(settings.backend_url, settings.token)
+        _client_pid = os.getpid()
+    return _client
+
+
+def host_facts(refresh: bool = False) -> dict[str, Any]:
+    global _facts, _facts_at
+    if refresh or not _facts or time.monotonic() - _facts_at > CAPABILITY_REFRESH_S:
+        from qoelab import capabilities
+
+        # The KVM probe starts a test guest; once per worker start is enough.
+        facts = capabilities.detect(probe_kvm=not _facts)
+        if _facts:
+            facts["capabilities"]["kvm"] = _facts["capabilities"].get("kvm", False)
+            if "kvm" in _facts.get("reasons", {}):
+                facts["reasons"]["kvm"] = _facts["reasons"]["kvm"]
+        facts["name"] = settings.name
+        _facts, _facts_at = facts, time.monotonic()
+    return _facts
+
+
+def heartbeat_body(running: list[str]) -> dict[str, Any]:
+    facts = host_facts()
+    return {
+        "name": settings.name,
+        "kernel": facts["kernel"],
+        "capabilities": facts["capabilities"],
+        "queues": [settings.queue],
+        "concurrency": settings.concurrency,
+        "versions": facts["versions"],
+        "running": [int(t) if t.isdigit() else t for t in running],
+    }
+
+
+def send_heartbeat() -> dict[str, Any]:
+    client = backend_client()
+    reap_dead_markers(client, "the worker process running this trial died")
+    running, _ = scan_markers()
+    return client.heartbeat(heartbeat_body(running))
+
+
+class HeartbeatThread(threading.Thread):
+    def __init__(self, interval: float = HEARTBEAT_INTERVAL_S) -> None:
+        super().__init__(name="qoelab-heartbeat", daemon=True)
+        self.interval = interval
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                send_heartbeat()
+            except Exception as err:  # keep beating; the backend may be restarting
+                log.warning("heartbeat failed: %s", err)
+            self.stop_event.wait(self.interval)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+
+
+_heartbeat: HeartbeatThread | None = None
+_started = False
+
+
+def startup() -> dict[str, Any]:
+    """Before consuming: clean what a killed predecessor left, then announce this host.
+
+    Raises QoelabError (unreachable backend, refused token) so ``qoelab worker`` can say so.
+    """
+    global _started
+    from qoelab.runner import cleanup_prefix
+
+    settings.workdir.mkdir(parents=True, exist_ok=True)
+    cleanup_prefix(LEFTOVER_PREFIX)
+    facts = host_facts(refresh=True)
+    for cap, why in sorted(facts["reasons"].items()):
+        log.info("capability %s: no (%s)", cap, why)
+    log.info(
+        "capabilities: %s", ", ".join(k for k, v in sorted(facts["capabilities"].items()) if v) or "none"
+    )
+    client = backend_client()
+    reap_dead_markers(client, "the worker was restarted while the trial ran")
+    for stale in settings.workdir.glob("trial-*"):
+        import shutil
+
+        shutil.rmtree(stale, ignore_errors=True)
+    answer = client.heartbeat(heartbeat_body([]))
+    log.info("registered with %s as %s, consuming %s", settings.backend_url, settings.name, settings.queue)
+    _started = True
+    return answer
+
+
+@signals.worker_init.connect
+def _on_worker_init(**_: Any) -> None:
+    if not _started:  # started with `celery -A qoelab.celery_app worker` rather than `qoelab worker`
+        startup()
+
+
+@signals.worker_ready.connect
+def _on_worker_ready(**_: Any) -> None:
+    global _heartbeat
+    _heartbeat = HeartbeatThread()
+    _heartbeat.start()
+
+
+@signals.worker_shutdown.connect
+def _on_worker_shutdown(**_: Any) -> None:
+    if _heartbeat is not None:
+        _heartbeat.stop()
+
+
+# --- the task -------------------------------------------------------------------------------
+
+
+@app.task(name="qoelab.run_trial", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def run_trial(trial_id: int) -> str:
+    """Claim and run one trial. The outcome goes to the backend, not to a Celery result."""
+    from qoelab import runner
+
+    marker = _write_marker(trial_id)
+    try:
+        client = backend_client()
+        claim = client.claim(trial_id)
+        if claim is None:
+            log.info("trial %s: no longer queued for %s; this delivery exits", trial_id, settings.name)
+            return "not-claimed"
+        marker.write_text(json.dumps({**json.loads(marker.read_text()), "prefix": claim.get("prefix", "")}))
+        return runner.run_trial(claim, settings.workdir, client, host_facts=host_facts())
+    finally:
+        with contextlib.suppress(OSError):
+            marker.unlink()

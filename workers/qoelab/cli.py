@@ -1,0 +1,385 @@
+"""The ``qoelab`` command: the lab-host worker and the researcher's tools (sweeps, hosts).
+
+Errors a user can act on print one sentence and exit with status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+import qoelab
+from qoelab.errors import QoelabError
+
+EXIT_USAGE = 2
+EXIT_FAILED_TRIALS = 1
+
+MAIN_EPILOG = """\
+examples:
+  qoelab worker --broker redis://web:6379/0 --backend http://web:8000 --token $TOKEN
+  qoelab sweep run examples/link_check.yaml --wait
+  qoelab sweep status 12
+  qoelab hosts
+  qoelab capabilities
+
+environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
+QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
+"""
+
+WORKER_EPILOG = """\
+Adding a lab host (a second machine, or this one):
+  1. on the web host:   manage.py add_host lab2        (prints the host's token once)
+  2. on the lab host:   qoelab worker --name lab2 --token TOKEN \\
+                          --broker redis://WEB-HOST:6379/0 --backend http://WEB-HOST:8000
+The worker consumes only its queue host.<name>; the scheduler sends it the trials whose job types
+need capabilities this host reported (see 'qoelab capabilities'). It needs root (network
+namespaces). Nothing is shared with the web host but Redis and HTTP: artifacts are uploaded.
+
+Each trial runs in its own short-lived pool process (prefork, one task per child): a runner
+enters network namespaces and may be killed by the hard time limit, and both stay confined to a
+process that is thrown away, while the main process keeps the heartbeat going.
+"""
+
+SWEEP_RUN_EPILOG = """\
+A spec is YAML with the fields of the sweep API plus the experiment:
+  experiment: link-check          # name (yours, created if missing), {name, description} or id
+  job_type: link_check            # optional when the experiment exists
+  name: rate ladder
+  grid: {rate: [10mbit, 50mbit]}
+  fixed: {delay: 20ms, duration: 3s}
+  repetitions: 3
+  order: grid                     # or random, with seed: 42
+
+example:
+  qoelab sweep run examples/link_check.yaml --wait --api http://127.0.0.1:8000 --token $TOKEN
+With --wait the exit status is 0 when every trial succeeded and 1 when any failed.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-sentence errors and status 2 (as argparse), without the usage dump noise."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="qoelab",
+        description="qoelab: measure the QoE of remote-desktop protocols over emulated networks.",
+        epilog=MAIN_EPILOG,
+        formatter_class=_formatter,
+    )
+    p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    w = sub.add_parser(
+        "worker",
+        help="run this machine as a lab host (Celery worker)",
+        description="Start the lab-host worker: heartbeat, claim trials from host.<name>, run them, report.",
+        epilog=WORKER_EPILOG,
+        formatter_class=_formatter,
+    )
+    w.add_argument(
+        "--broker", metavar="URL", help="Celery broker (env QOELAB_BROKER_URL), e.g. redis://web:6379/0"
+    )
+    w.add_argument("--backend", metavar="URL", help="web backend base URL (env QOELAB_BACKEND_URL)")
+    w.add_argument(
+        "--token", metavar="TOKEN", help="per-host token from 'manage.py add_host' (env QOELAB_HOST_TOKEN)"
+    )
+    w.add_argument(
+        "--name", metavar="NAME", help="host name as registered (env QOELAB_HOST_NAME; default: hostname)"
+    )
+    w.add_argument(
+        "--concurrency", metavar="N", type=int, help="trials at once (env QOELAB_CONCURRENCY; default 1)"
+    )
+    w.add_argument(
+        "--workdir",
+        metavar="DIR",
+        type=Path,
+        help="scratch space (env QOELAB_WORKDIR; default /var/tmp/qoelab)",
+    )
+    w.add_argument(
+        "--loglevel", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
+    )
+    w.set_defaults(func=cmd_worker)
+
+    s = sub.add_parser(
+        "sweep",
+        help="submit and follow sweeps",
+        description="Submit sweeps from YAML specs and follow their progress.",
+        formatter_class=_formatter,
+    )
+    ssub = s.add_subparsers(dest="sweep_command", metavar="SUBCOMMAND", parser_class=_Parser)
+    ssub.required = True
+    run = ssub.add_parser(
+        "run",
+        help="submit the sweep described in SPEC.yaml",
+        description="Submit the sweep described in a YAML spec and print its URL.",
+        epilog=SWEEP_RUN_EPILOG,
+        formatter_class=_formatter,
+    )
+    run.add_argument("spec", metavar="SPEC.yaml", type=Path, help="the sweep spec")
+    run.add_argument("--wait", action="store_true", help="show a progress bar until every trial has ended")
+    run.add_argument("--timeout", metavar="SECONDS", type=float, help="with --wait: give up after this long")
+    _api_args(run)
+    run.set_defaults(func=cmd_sweep_run)
+    st = ssub.add_parser(
+        "status",
+        help="show a sweep's progress",
+        description="Show how many trials of a sweep are pending, running, done or failed.",
+        epilog="example:\n  qoelab sweep status 12 --json",
+        formatter_class=_formatter,
+    )
+    st.add_argument("sweep_id", metavar="ID", type=int, help="sweep id (printed by 'sweep run')")
+    st.add_argument("--json", action="store_true", help="print the API answer as JSON")
+    _api_args(st)
+    st.set_defaults(func=cmd_sweep_status)
+
+    h = sub.add_parser(
+        "hosts",
+        help="list lab hosts and their heartbeat",
+        description="List the registered lab hosts, whether they are alive and what they can run.",
+        formatter_class=_formatter,
+    )
+    h.add_argument("--json", action="store_true", help="print the API answer as JSON")
+    _api_args(h)
+    h.set_defaults(func=cmd_hosts)
+
+    c = sub.add_parser(
+        "capabilities",
+        help="what this machine can run, and why not",
+        description="Probe this machine's capabilities and tool versions, and say why any is missing.",
+        formatter_class=_formatter,
+    )
+    c.add_argument("--json", action="store_true", help="print as JSON")
+    c.set_defaults(func=cmd_capabilities)
+
+    v = sub.add_parser("version", help="print the qoelab version and code revision")
+    v.set_defaults(func=cmd_version)
+
+    try:
+        from qoelab.emulation import cli as emulation_cli
+    except ImportError:
+        emulation_cli = None
+    if emulation_cli is not None and hasattr(emulation_cli, "register"):
+        emulation_cli.register(sub)
+    return p
+
+
+def _api_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--api", metavar="URL", help="backend base URL (env QOELAB_API_URL; default http://127.0.0.1:8000)"
+    )
+    p.add_argument("--token", metavar="TOKEN", help="your API token (env QOELAB_API_TOKEN)")
+
+
+def _api(args: argparse.Namespace):
+    from qoelab.client import ApiClient
+
+    url = args.api or os.environ.get("QOELAB_API_URL") or "http://127.0.0.1:8000"
+    token = args.token or os.environ.get("QOELAB_API_TOKEN", "")
+    return ApiClient(url, token)
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from qoelab import celery_app
+
+    s = celery_app.WorkerSettings.from_env()
+    s.broker_url = args.broker or s.broker_url
+    s.backend_url = args.backend or s.backend_url
+    s.token = args.token or s.token
+    s.name = args.name or s.name
+    s.workdir = args.workdir or s.workdir
+    s.concurrency = args.concurrency if args.concurrency is not None else s.concurrency
+    s.validate()
+    if os.geteuid() != 0:
+        logging.getLogger("qoelab.worker").warning(
+            "not running as root: trials that need network namespaces will fail"
+        )
+    app = celery_app.configure(s)
+    celery_app.startup()  # fails here, with one sentence, on a wrong token or an unreachable backend
+    app.worker_main(
+        [
+            "worker",
+            f"--hostname=qoelab@{s.name}",
+            f"--queues={s.queue}",
+            "--pool=prefork",
+            f"--concurrency={s.concurrency}",
+            "--max-tasks-per-child=1",
+            f"--loglevel={args.loglevel}",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+    return 0
+
+
+def cmd_sweep_run(args: argparse.Namespace) -> int:
+    from qoelab import sweeps
+
+    spec = sweeps.load_spec(args.spec)
+    with _api(args) as api:
+        sweep = sweeps.submit(api, spec)
+        total = int(sweep.get("trial_count") or 0)
+        print(f"sweep {sweep['id']} submitted: {total} trials")
+        print(sweeps.sweep_web_url(api, sweep))
+        if not args.wait:
+            return 0
+        counts = _wait_with_bar(api, int(sweep["id"]), total, args.timeout)
+    print(
+        f"sweep {sweep['id']}: {counts['succeeded']} succeeded, {counts['failed']} failed, "
+        f"{counts['cancelled']} cancelled of {counts['total']}"
+    )
+    return EXIT_FAILED_TRIALS if counts["failed"] or counts["cancelled"] else 0
+
+
+def _wait_with_bar(api: Any, sweep_id: int, total: int, timeout: float | None) -> dict[str, int]:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from qoelab import sweeps
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        # Logs and CI: one line per change instead of a redrawn bar.
+        last: list[str] = []
+
+        def report(c: dict[str, int], blocked: str | None) -> None:
+            line = f"{c['done']}/{c['total']} done, {c['running']} running, {c['failed']} failed"
+            if blocked:
+                line += f"; waiting: {blocked}"
+            if not last or line != last[-1]:
+                print(line, file=sys.stderr, flush=True)
+                last.append(line)
+
+        return sweeps.wait(api, sweep_id, report, timeout_s=timeout)
+
+    with Progress(
+        TextColumn("[bold]sweep {task.fields[sweep]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[running]} running"),
+        TextColumn("[red]{task.fields[failed]} failed"),
+        TimeElapsedColumn(),
+        TextColumn("[yellow]{task.fields[blocked]}"),
+        console=console,
+    ) as bar:
+        task = bar.add_task("sweep", total=total or None, sweep=sweep_id, running=0, failed=0, blocked="")
+
+        def update(c: dict[str, int], blocked: str | None) -> None:
+            bar.update(
+                task,
+                total=c["total"],
+                completed=c["done"],
+                running=c["running"],
+                failed=c["failed"],
+                blocked=f"waiting: {blocked}" if blocked else "",
+            )
+
+        return sweeps.wait(api, sweep_id, update, timeout_s=timeout)
+
+
+def cmd_sweep_status(args: argparse.Namespace) -> int:
+    from qoelab import sweeps
+
+    with _api(args) as api:
+        sweep = api.get(f"/api/sweeps/{args.sweep_id}/")
+        if args.json:
+            print(json.dumps(sweep, indent=2))
+            return 0
+        c = sweeps.progress(sweep)
+        blocked = (sweep.get("progress") or {}).get("blocked")
+        print(f"sweep {sweep['id']} {sweep.get('name', '')!s}".rstrip())
+        print(f"  {c['done']}/{c['total']} done: {c['succeeded']} succeeded, {c['failed']} failed, "
+              f"{c['cancelled']} cancelled; {c['running']} running, {c['queued']} queued, "
+              f"{c['pending']} pending")  # fmt: skip
+        if blocked:
+            print(f"  waiting: {blocked}")
+        print(f"  {sweeps.sweep_web_url(api, sweep)}")
+    return 0
+
+
+def cmd_hosts(args: argparse.Namespace) -> int:
+    with _api(args) as api:
+        hosts = api.get_all("/api/hosts/")
+    if args.json:
+        print(json.dumps(hosts, indent=2))
+        return 0
+    if not hosts:
+        print("no lab hosts registered (add one with 'manage.py add_host NAME')")
+        return 0
+    for h in hosts:
+        alive = "alive" if h.get("alive") else ("disabled" if not h.get("enabled", True) else "down")
+        caps = sorted(k for k, v in (h.get("capabilities") or {}).items() if v is True)
+        print(f"{h['name']:<20} {alive:<6} last heartbeat {h.get('last_heartbeat') or 'never'}")
+        print(f"{'':<20} running {len(h.get('running_trials') or [])}/{h.get('concurrency', '?')}; "
+              f"can: {', '.join(caps) or 'nothing yet'}")  # fmt: skip
+    return 0
+
+
+def cmd_capabilities(args: argparse.Namespace) -> int:
+    from qoelab import capabilities
+
+    facts = capabilities.detect()
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    print(f"{facts['hostname']}: {facts['kernel']}, Python {facts['python']}, code {facts['code_revision']}")
+    for cap, ok in sorted(facts["capabilities"].items()):
+        why = "" if ok else f"  ({facts['reasons'].get(cap, 'not available')})"
+        print(f"  {'yes' if ok else 'no ':<4}{cap}{why}")
+    print("versions:")
+    for tool, version in sorted(facts["versions"].items()):
+        print(f"  {tool}: {version}")
+    return 0
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    from qoelab.capabilities import code_revision
+
+    print(f"qoelab {qoelab.__version__} ({code_revision()})")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        # The worker logs its life; the researcher commands print only results and problems.
+        level=logging.DEBUG
+        if args.verbose
+        else (logging.INFO if args.command == "worker" else logging.WARNING),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args) or 0)
+    except QoelabError as err:
+        print(f"qoelab: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except httpx.HTTPError as err:
+        print(f"qoelab: error: talking to the backend failed: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("qoelab: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

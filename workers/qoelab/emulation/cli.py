@@ -1,0 +1,209 @@
+"""``qoelab link check`` and ``qoelab link cleanup``.
+
+The top-level ``qoelab`` command calls :func:`register`; ``python -m qoelab.emulation.cli link ...``
+works on its own too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from typing import Any
+
+from qoelab.errors import QoelabError
+
+
+def register(subparsers: Any) -> None:
+    """Add ``link`` with ``check`` and ``cleanup`` to an argparse subparsers object."""
+    link = subparsers.add_parser("link", help="build, verify and clean up emulated links")
+    sub = link.add_subparsers(dest="link_command", required=True)
+
+    check = sub.add_parser("check", help="build a link, measure what it really does, tear it down")
+    check.add_argument("--rate", help="bottleneck rate both ways, e.g. 10mbit (default: unshaped)")
+    check.add_argument("--delay", default="0ms", help="one-way delay, e.g. 25ms")
+    check.add_argument("--jitter", default="0ms", help="delay variation, e.g. 5ms")
+    check.add_argument("--jitter-dist", choices=("uniform", "normal"), default="uniform")
+    check.add_argument("--reorder", action="store_true", help="let jittered packets overtake")
+    check.add_argument("--loss", default="0%", help="random loss per packet, e.g. 0.5%%")
+    check.add_argument("--gemodel", help="Gilbert-Elliott loss 'p,r,1-h,1-k' in %%, e.g. 1%%,30%%")
+    check.add_argument("--limit", help="queue limit: 100pkt or 64kb")
+    check.add_argument("--up-rate", help="client -> server rate if it differs")
+    check.add_argument("--up-delay", help="client -> server delay if it differs")
+    check.add_argument("--up-loss", help="client -> server loss if it differs")
+    check.add_argument("--mtu", type=int, default=1500)
+    check.add_argument("--seed", type=int, default=1)
+    check.add_argument("--backend", choices=("auto", "netem", "userspace"), default="auto")
+    check.add_argument("--duration", type=float, default=5.0, help="seconds per TCP test (default 5)")
+    check.add_argument("--prefix", help="name prefix for namespaces (default: ql + 6 random chars)")
+    check.add_argument("--json", action="store_true", help="print the verification as JSON")
+    check.set_defaults(func=cmd_check)
+
+    cleanup = sub.add_parser("cleanup", help="remove namespaces, devices and processes left by trials")
+    cleanup.add_argument("--prefix", default="ql", help="name prefix to clean (default ql: all trials)")
+    cleanup.add_argument("--dry-run", action="store_true", help="only list what would be removed")
+    cleanup.set_defaults(func=cmd_cleanup)
+
+
+def _sigterm_to_exit() -> None:
+    # SIGTERM must unwind through the link's teardown like Ctrl-C does.
+    def handler(signum: int, _frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from qoelab.emulation.profile import LinkProfile
+
+    try:
+        profile = LinkProfile.parse(
+            rate=args.rate,
+            delay=args.delay,
+            jitter=args.jitter,
+            loss=args.loss,
+            jitter_dist=args.jitter_dist,
+            reorder=args.reorder,
+            gemodel=args.gemodel,
+            limit=args.limit,
+            up_rate=args.up_rate,
+            up_delay=args.up_delay,
+            up_loss=args.up_loss,
+            mtu=args.mtu,
+            seed=args.seed,
+        )
+        if not 1 <= args.duration <= 600:
+            print(f"error: duration: must be between 1 and 600 s, got {args.duration:g}", file=sys.stderr)
+            return 2
+        from qoelab.emulation.topology import emulated_link
+        from qoelab.emulation.verify import verify_link
+
+        _sigterm_to_exit()
+        with emulated_link(profile, prefix=args.prefix, backend=args.backend) as link:
+            result = verify_link(link, duration_s=args.duration)
+            result["emulator_stats"] = None
+        result["emulator_stats"] = link.emulator_stats or None
+    except QoelabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (RuntimeError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("interrupted; the link was removed", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(result, indent=2, default=str))
+    else:
+        print_table(result)
+    return 0 if result["ok"] else 1
+
+
+def _fmt_rate(v: float | None) -> str:
+    return "-" if v is None else f"{v / 1e6:.3f} Mbit/s"
+
+
+def _fmt_ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f} ms"
+
+
+def _fmt_pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f} %"
+
+
+def print_table(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    conf, meas, exp = result["configured"], result["measured"], result["expected"]
+    table = Table(title=f"link check: {result['backend']} backend ({result['link']['prefix']})")
+    table.add_column("quantity")
+    table.add_column("configured", justify="right")
+    table.add_column("expected", justify="right")
+    table.add_column("measured", justify="right")
+    table.add_column("ok", justify="center")
+    ok = {c["name"]: c["ok"] for c in result["checks"]}
+    mark = {True: "[green]yes[/]", False: "[red]NO[/]", None: ""}
+    table.add_row(
+        "TCP down (s->c)",
+        _fmt_rate(conf["rate_bps"]),
+        _fmt_rate(exp["tcp_down_bps"]),
+        _fmt_rate(meas["tcp_down_bps"]),
+        mark[ok.get("tcp_down_bps")],
+    )
+    table.add_row(
+        "TCP up (c->s)",
+        _fmt_rate(conf["up_rate_bps"]),
+        _fmt_rate(exp["tcp_up_bps"]),
+        _fmt_rate(meas["tcp_up_bps"]),
+        mark[ok.get("tcp_up_bps")],
+    )
+    table.add_row(
+        "RTT idle (mean)", _fmt_ms(conf["rtt_ms"]), "", _fmt_ms(meas["rtt_ms"]), mark[ok.get("rtt_ms")]
+    )
+    table.add_row("RTT loaded (median)", "", "", _fmt_ms(meas["rtt_loaded_ms"]), "")
+    for key, conf_key, label in (
+        ("loss_down", "loss_pct", "loss down"),
+        ("loss_up", "up_loss_pct", "loss up"),
+    ):
+        probe = meas[key]
+        lo, hi = probe["ci95_pct"]
+        table.add_row(
+            f"{label} ({probe['packets']} UDP)",
+            _fmt_pct(conf[conf_key]),
+            "",
+            f"{_fmt_pct(probe['loss_pct'])} [{lo:.2f}, {hi:.2f}]",
+            mark[ok.get(key + "_pct")],
+        )
+    if result.get("mathis_bps"):
+        table.add_row("TCP model (Mathis)", "", _fmt_rate(result["mathis_bps"]), "", "")
+    console = Console()
+    console.print(table)
+    if result.get("mathis_bps"):
+        console.print(
+            f"Lossy link: the Mathis et al. model (MSS/RTT * sqrt(3/2) / sqrt(p)) predicts "
+            f"{_fmt_rate(result['mathis_bps'])} for standard (Reno) TCP at this loss and RTT. A TCP "
+            "figure below the rate but near that prediction is TCP reacting to loss, not the emulator "
+            "(CUBIC with SACK often does better than the model)."
+        )
+    tools = ", ".join(f"{v}" for v in result["tools"].values() if v)
+    console.print(
+        f"tools: {tools}; took {result['elapsed_s']:.1f} s; "
+        f"all checks {'passed' if result['ok'] else 'FAILED'}"
+    )
+
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
+
+    try:
+        if args.dry_run:
+            print(json.dumps(leftovers(args.prefix), indent=2))
+            return 0
+        removed = cleanup_leftovers(args.prefix)
+    except (QoelabError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for item in removed:
+        print(f"removed {item}")
+    if not removed:
+        print(f"nothing to clean for prefix {args.prefix!r}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="qoelab")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+    register(sub)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(name)s: %(message)s"
+    )
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

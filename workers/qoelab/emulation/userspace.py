@@ -1,0 +1,333 @@
+"""The `userspace` link-emulation backend: drives the C packet path `linkemu` (workers/csrc/).
+
+linkemu creates one non-persistent TUN device in the client namespace and one in the server
+namespace and forwards IP packets between them, applying each direction's rate, queue, delay,
+jitter and loss. It is a forwarder, not a TCP proxy, so the endpoints' TCP sees the emulated path.
+Because the TUN devices are not persistent they vanish with the process however it ends; linkemu
+also ends when its stdin (a pipe held by this object) closes or this process dies
+(PR_SET_PDEATHSIG), so a crashed driver leaves nothing behind.
+
+Addresses, routes and the MTU of the TUN devices are the caller's job (topology code); linkemu only
+sets the MTU it was given and brings the devices up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any, Protocol
+
+from qoelab.errors import ParameterError, PrivilegeError, QoelabError
+
+ENV_BINARY = "QOELAB_LINKEMU"
+NOT_BUILT = "the userspace link emulator is not built; run `make` (needs gcc)"
+NEEDS_NET_ADMIN = "creating TUN devices needs CAP_NET_ADMIN; run the worker as root or with that capability"
+CAP_NET_ADMIN_BIT = 12
+
+# linkemu's exit codes (see the header of workers/csrc/linkemu.c).
+EXIT_USAGE, EXIT_PERM, EXIT_NONS, EXIT_NOTUN = 2, 3, 4, 5
+
+
+class Direction(Protocol):
+    """One direction of a link profile (defined in qoelab.emulation.profile; duck-typed here)."""
+
+    rate_bps: float | None
+    delay_s: float
+    jitter_s: float
+    jitter_dist: str
+    reorder: bool
+    loss_pct: float
+    gemodel: tuple[float, float, float, float] | None
+    limit_pkts: int | None
+    limit_bytes: int | None
+
+
+class Profile(Protocol):
+    up: Direction
+    down: Direction
+    mtu: int
+    seed: int
+
+
+def binary_path() -> Path:
+    """Where linkemu is: $QOELAB_LINKEMU, else <repo>/workers/build/linkemu (built by `make`)."""
+    override = os.environ.get(ENV_BINARY)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "build" / "linkemu"
+
+
+def _has_net_admin() -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> CAP_NET_ADMIN_BIT & 1)
+    except OSError:
+        pass
+    return os.geteuid() == 0
+
+
+def available() -> tuple[bool, str]:
+    """Whether this host can run the userspace backend, and if not, why (one sentence)."""
+    path = binary_path()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False, NOT_BUILT
+    try:
+        fd = os.open("/dev/net/tun", os.O_RDWR)
+    except OSError as err:
+        return False, f"/dev/net/tun is not usable here ({err.strerror}); the kernel needs TUN support"
+    os.close(fd)
+    if not _has_net_admin():
+        return False, NEEDS_NET_ADMIN
+    return True, "ok"
+
+
+def _num(x: float) -> str:
+    return repr(float(x))
+
+
+def direction_spec(d: Direction, name: str) -> str:
+    """The `--up`/`--down` argument for one direction; raises ParameterError naming the field."""
+
+    def check(field: str, value: float, lo: float, hi: float) -> float:
+        if value is None or not math.isfinite(value) or value < lo or value > hi:
+            raise ParameterError(f"{name}.{field}", f"must be between {lo:g} and {hi:g}, got {value!r}")
+        return value
+
+    rate = check("rate_bps", d.rate_bps or 0.0, 0.0, 1e12)
+    parts = [
+        f"rate={_num(rate)}",
+        f"delay={_num(check('delay_s', d.delay_s, 0.0, 60.0))}",
+        f"jitter={_num(check('jitter_s', d.jitter_s, 0.0, 60.0))}",
+    ]
+    if d.jitter_dist not in ("uniform", "normal"):
+        raise ParameterError(f"{name}.jitter_dist", f"must be 'uniform' or 'normal', got {d.jitter_dist!r}")
+    parts.append(f"dist={d.jitter_dist}")
+    parts.append(f"reorder={1 if d.reorder else 0}")
+    parts.append(f"loss={_num(check('loss_pct', d.loss_pct, 0.0, 100.0))}")
+    if d.gemodel is not None:
+        if len(d.gemodel) != 4:
+            raise ParameterError(f"{name}.gemodel", "needs four percentages (p, r, 1-h, 1-k) as netem")
+        ge = [check("gemodel", g, 0.0, 100.0) for g in d.gemodel]
+        parts.append("ge=" + ":".join(_num(g) for g in ge))
+    if d.limit_pkts is not None:
+        parts.append(f"limit={int(check('limit_pkts', d.limit_pkts, 1, 1e7))}")
+    if d.limit_bytes is not None:
+        parts.append(f"limit_bytes={int(check('limit_bytes', d.limit_bytes, 64, 1e11))}")
+    return ",".join(parts)
+
+
+class UserspaceLink:
+    """A running linkemu between two existing network namespaces.
+
+    ``start()`` returns once both TUN devices exist and packets are forwarded; ``stop()`` ends
+    the emulator and returns its final per-direction counters (``{"up": {...}, "down": {...}}``).
+    """
+
+    def __init__(
+        self,
+        client_ns: str,
+        server_ns: str,
+        client_if: str,
+        server_if: str,
+        profile: Profile,
+        log_path: Path | None = None,
+        ready_timeout_s: float = 5.0,
+        rt_prio: int = 10,
+    ) -> None:
+        for field, value in (("client_if", client_if), ("server_if", server_if)):
+            if not value or len(value) > 15:
+                raise ParameterError(field, f"must be 1 to 15 characters, got {value!r}")
+        self.client_ns, self.server_ns = client_ns, server_ns
+        self.client_if, self.server_if = client_if, server_if
+        self.profile = profile
+        self.log_path = log_path
+        self.ready_timeout_s = ready_timeout_s
+        # SCHED_FIFO priority for linkemu (0 = normal): keeps delays exact on a busy host.
+        self.rt_prio = rt_prio
+        self._proc: subprocess.Popen[str] | None = None
+        self._lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr: list[str] = []
+        self._log: IO[str] | None = None
+        self._threads: list[threading.Thread] = []
+        self._final: dict[str, Any] | None = None
+
+    # -- process ---------------------------------------------------------------------------------
+    def command(self) -> list[str]:
+        """linkemu's argv; it names both namespaces so leftovers can be found by prefix."""
+        p = self.profile
+        mtu = int(p.mtu)
+        if not 576 <= mtu <= 65000:
+            raise ParameterError("mtu", f"must be between 576 and 65000, got {p.mtu!r}")
+        return [
+            str(binary_path()),
+            "--client-ns", self.client_ns,
+            "--server-ns", self.server_ns,
+            "--client-if", self.client_if,
+            "--server-if", self.server_if,
+            "--mtu", str(mtu),
+            "--seed", str(int(p.seed)),
+            "--rt-prio", str(int(self.rt_prio)),
+            "--up", direction_spec(p.up, "up"),
+            "--down", direction_spec(p.down, "down"),
+        ]  # fmt: skip
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def start(self) -> None:
+        if self._proc is not None:
+            raise QoelabError("this userspace link is already started")
+        argv = self.command()
+        if not os.access(argv[0], os.X_OK):
+            raise QoelabError(NOT_BUILT)
+        if self.log_path is not None:
+            self._log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed in stop()
+            self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n")
+        # stdin stays an open pipe: linkemu exits when it closes, i.e. when this process dies.
+        self._proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+            close_fds=True,
+        )
+        self._threads = [
+            threading.Thread(target=self._pump, args=(self._proc.stdout, True), daemon=True),
+            threading.Thread(target=self._pump, args=(self._proc.stderr, False), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+        try:
+            self._wait_ready()
+        except BaseException:
+            self._kill()
+            raise
+
+    def _pump(self, stream: IO[str], is_stdout: bool) -> None:
+        for line in stream:
+            line = line.rstrip("\n")
+            if self._log is not None:
+                with contextlib.suppress(ValueError):
+                    self._log.write(("" if is_stdout else "stderr: ") + line + "\n")
+            if is_stdout:
+                self._lines.put(line)
+            else:
+                self._stderr.append(line)
+        if is_stdout:
+            self._lines.put(None)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise QoelabError(
+                    f"the userspace link emulator did not become ready within {self.ready_timeout_s:g} s"
+                )
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line == "ready":
+                return
+            if line is None:  # stdout closed: it exited
+                assert self._proc is not None
+                code = self._proc.wait(timeout=5)
+                for t in self._threads:
+                    t.join(timeout=1)
+                raise self._start_error(code)
+
+    def _start_error(self, code: int) -> QoelabError:
+        detail = "; ".join(self._stderr).replace("linkemu: error: ", "") or f"exit code {code}"
+        if code == EXIT_PERM:
+            return PrivilegeError(NEEDS_NET_ADMIN)
+        if code == EXIT_NONS:
+            return QoelabError(f"a network namespace for the userspace link does not exist ({detail})")
+        if code == EXIT_NOTUN:
+            return QoelabError(f"TUN devices are not usable on this host ({detail})")
+        if code == EXIT_USAGE:
+            return QoelabError(f"the userspace link emulator rejected its arguments ({detail})")
+        return QoelabError(f"the userspace link emulator failed to start ({detail})")
+
+    def _next_json(self, event: str, timeout: float) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                line = self._lines.get(timeout=left)
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            if line.startswith("{"):
+                data = json.loads(line)
+                if data.get("event") in (event, "final"):
+                    return data
+        return None
+
+    def stats(self, timeout: float = 2.0) -> dict[str, Any]:
+        """Current counters per direction, without stopping."""
+        if self._proc is None or self._proc.poll() is not None:
+            raise QoelabError("the userspace link emulator is not running")
+        self._proc.send_signal(signal.SIGUSR1)
+        data = self._next_json("stats", timeout)
+        if data is None:
+            raise QoelabError("the userspace link emulator did not report its counters")
+        return {"up": data["up"], "down": data["down"]}
+
+    def stop(self, timeout: float = 5.0) -> dict[str, Any]:
+        """End linkemu (its TUN devices go with it) and return the final counters; idempotent."""
+        if self._proc is None:
+            return self._final or {}
+        proc = self._proc
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+        data = self._next_json("final", timeout)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        self._close()
+        self._final = {"up": data["up"], "down": data["down"]} if data else {}
+        self._final["exit_code"] = proc.returncode
+        return self._final
+
+    def _kill(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+        self._close()
+
+    def _close(self) -> None:
+        proc = self._proc
+        # The readers end at EOF once the process is gone; close the pipes after them.
+        for t in self._threads:
+            t.join(timeout=2)
+        if proc is not None:
+            for stream in (proc.stdin, proc.stdout, proc.stderr):
+                with contextlib.suppress(OSError):
+                    if stream is not None:
+                        stream.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._proc = None
+
+    def __enter__(self) -> UserspaceLink:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,258 @@
+"""Measure what an emulated link really does: TCP goodput each way, RTT idle and under load, loss.
+
+Method (docs/emulation.md): ping from the client (idle RTT); iperf3 TCP client -> server (up) and
+server -> client (``-R``, down) with ping running during the down test (loaded RTT: the echo replies
+queue behind the download); a paced iperf3 UDP probe each way at a quarter of the link rate for
+the loss rate, with a Clopper-Pearson 95 % interval. For lossy links the Mathis et al. model
+MSS/RTT * sqrt(3/2) / sqrt(p) tells what standard TCP can reach on the path at all.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import time
+from typing import TYPE_CHECKING, Any
+
+from scipy.stats import beta
+
+from qoelab.emulation.system import find_tool, tool_version
+
+if TYPE_CHECKING:
+    from qoelab.emulation.topology import EmulatedLink
+
+IPERF_PORT = 5201
+TCP_OVERHEAD = 52  # IPv4 20 + TCP 20 + timestamps 12: MSS = MTU - 52 on Linux
+UDP_PAYLOAD = 200  # bytes per probe datagram
+PROBE_MAX_BPS = 2e6
+_PING_TIME = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
+
+
+def mathis_bps(mss_bytes: float, rtt_s: float, loss_fraction: float) -> float | None:
+    """Mathis et al. (1997): TCP throughput <= MSS/RTT * sqrt(3/2) / sqrt(p). None when p or RTT is 0."""
+    if loss_fraction <= 0 or rtt_s <= 0:
+        return None
+    return 8 * mss_bytes / rtt_s * math.sqrt(1.5) / math.sqrt(loss_fraction)
+
+
+def binomial_ci(lost: int, total: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson interval for a loss proportion, in percent."""
+    if total <= 0:
+        return (0.0, 100.0)
+    a = (1 - level) / 2
+    lo = 0.0 if lost == 0 else float(beta.ppf(a, lost, total - lost + 1))
+    hi = 1.0 if lost == total else float(beta.ppf(1 - a, lost + 1, total - lost))
+    return (100 * lo, 100 * hi)
+
+
+def parse_ping(text: str) -> list[float]:
+    """RTTs in ms from ping's per-reply lines."""
+    return [float(m.group(2)) for m in _PING_TIME.finditer(text)]
+
+
+def _ping_argv(link: EmulatedLink, count: int, interval: float) -> list[str]:
+    deadline = int(count * interval + 2 * link.profile.down.delay_s + 2 * link.profile.up.delay_s + 3)
+    return [find_tool("ping", "iputils-ping"), "-n", "-c", str(count), "-i", f"{interval:g}", "-w",
+            str(deadline), "-W", "2", "-s", "56", link.server_ip]  # fmt: skip
+
+
+def _rtt_stats(rtts: list[float], sent: int) -> dict[str, Any]:
+    if not rtts:
+        return {"mean": None, "median": None, "min": None, "max": None, "sd": None, "count": 0, "sent": sent}
+    return {
+        "mean": statistics.fmean(rtts),
+        "median": statistics.median(rtts),
+        "min": min(rtts),
+        "max": max(rtts),
+        "sd": statistics.pstdev(rtts),
+        "count": len(rtts),
+        "sent": sent,
+    }
+
+
+def _iperf(link: EmulatedLink, args: list[str], timeout: float) -> dict[str, Any]:
+    argv = [find_tool("iperf3"), "-c", link.server_ip, "-p", str(IPERF_PORT), "-J", *args]
+    out = link.run_in("client", argv, timeout=timeout)
+    try:
+        data = json.loads(out.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"iperf3 gave no JSON: {(out.stderr or out.stdout).strip()[-300:]}") from None
+    if data.get("error"):
+        raise RuntimeError(f"iperf3 failed: {data['error']}")
+    return data
+
+
+def _tcp(link: EmulatedLink, duration_s: float, reverse: bool) -> dict[str, Any]:
+    omit = 1 if duration_s >= 3 else 0  # leave slow start out of the average
+    args = ["-t", f"{duration_s:g}", "-O", str(omit)] + (["-R"] if reverse else [])
+    rtt = link.profile.up.delay_s + link.profile.down.delay_s
+    data = _iperf(link, args, timeout=duration_s + omit + 20 + 10 * rtt)
+    end = data["end"]
+    return {
+        "bps": end["sum_received"]["bits_per_second"],
+        "sent_bps": end["sum_sent"]["bits_per_second"],
+        "retransmits": end["sum_sent"].get("retransmits"),
+        "seconds": end["sum_received"]["seconds"],
+    }
+
+
+def _udp_loss(link: EmulatedLink, duration_s: float, reverse: bool, rate_bps: float | None) -> dict[str, Any]:
+    probe_bps = min(PROBE_MAX_BPS, (rate_bps or PROBE_MAX_BPS * 4) / 4)
+    args = ["-u", "-b", f"{int(probe_bps)}", "-l", str(UDP_PAYLOAD), "-t", f"{duration_s:g}"]
+    args += ["-R"] if reverse else []
+    rtt = link.profile.up.delay_s + link.profile.down.delay_s
+    data = _iperf(link, args, timeout=duration_s + 20 + 10 * rtt)
+    s = data["end"]["sum"]
+    total, lost = int(s.get("packets", 0)), int(s.get("lost_packets", 0))
+    lo, hi = binomial_ci(lost, total)
+    return {
+        "probe_bps": probe_bps,
+        "packets": total,
+        "lost": lost,
+        "loss_pct": 100 * lost / total if total else None,
+        "ci95_pct": [lo, hi],
+    }
+
+
+def _configured(link: EmulatedLink) -> dict[str, Any]:
+    p = link.profile
+    out = p.summary()
+    out["profile"] = p.to_json()
+    return out
+
+
+def _expected_tcp(rate_bps: float | None, mtu: int) -> float | None:
+    """The TCP goodput a shaped link carries at full use: the rate net of IP/TCP headers."""
+    return rate_bps * (mtu - TCP_OVERHEAD) / mtu if rate_bps else None
+
+
+def _check(name: str, ok: bool | None, configured: Any, measured: Any, tolerance: str) -> dict[str, Any]:
+    return {"name": name, "ok": ok, "configured": configured, "measured": measured, "tolerance": tolerance}
+
+
+def _checks(conf: dict[str, Any], meas: dict[str, Any], exp: dict[str, Any]) -> list[dict[str, Any]]:
+    checks = []
+    for key, direction in (("tcp_down_bps", "down"), ("tcp_up_bps", "up")):
+        expected = exp.get(f"tcp_{direction}_bps")
+        got = meas.get(key)
+        if expected and got is not None:
+            # Never above the rate. A clean path must nearly fill it; on a lossy path TCP may fall
+            # to the Mathis figure (Reno; CUBIC with SACK usually does better), not far below.
+            mathis = exp.get(f"mathis_{direction}_bps")
+            floor = 0.5 * min(expected, mathis) if mathis else 0.85 * expected
+            ok = floor <= got <= 1.08 * expected
+            tol = f"{floor / 1e6:.3g}..{1.08 * expected / 1e6:.3g} Mbit/s"
+            checks.append(_check(key, ok, expected, got, tol))
+    rtt_conf, rtt = conf["rtt_ms"], meas.get("rtt_ms")
+    if rtt is not None:
+        tol = max(1.0, 0.1 * rtt_conf)
+        checks.append(_check("rtt_ms", abs(rtt - rtt_conf) <= tol, rtt_conf, rtt, f"+-{tol:g} ms"))
+    for key, conf_key in (("loss_down", "loss_pct"), ("loss_up", "up_loss_pct")):
+        probe = meas.get(key)
+        if probe and probe["packets"]:
+            lo, hi = probe["ci95_pct"]
+            target = conf[conf_key]
+            # Inside the 95 % interval, widened a little so a 1-in-20 miss does not fail a trial.
+            slack = 0.25 * (hi - lo) + 0.05
+            checks.append(
+                _check(key + "_pct", lo - slack <= target <= hi + slack, target, probe["loss_pct"], "95 % CI")
+            )
+    return checks
+
+
+def verify_link(
+    link: EmulatedLink,
+    duration_s: float = 5.0,
+    loss_duration_s: float | None = None,
+    ping_count: int = 20,
+) -> dict[str, Any]:
+    """Measure the built link; return a JSON-able dict (``backend``, ``configured``, ``measured``...)."""
+    find_tool("iperf3")
+    find_tool("ping", "iputils-ping")
+    started = time.time()
+    loss_duration_s = loss_duration_s or max(2.0, duration_s / 2)
+    server = link.popen_in(
+        "server",
+        [find_tool("iperf3"), "-s", "-B", link.server_ip, "-p", str(IPERF_PORT)],
+        stdout=-3,
+        stderr=-3,
+    )
+    try:
+        _wait_port(link)
+        idle = link.run_in("client", _ping_argv(link, ping_count, 0.05), timeout=60)
+        rtt_idle = _rtt_stats(parse_ping(idle.stdout), ping_count)
+        tcp_up = _tcp(link, duration_s, reverse=False)
+        # Ping during the download: replies queue behind the data on the down direction.
+        loaded_count = max(3, int((duration_s - 1) / 0.1))
+        pinger = link.popen_in("client", _ping_argv(link, loaded_count, 0.1), stdout=-1, stderr=-1, text=True)
+        tcp_down = _tcp(link, duration_s, reverse=True)
+        loaded_out, _ = pinger.communicate(timeout=60)
+        rtt_loaded = _rtt_stats(parse_ping(loaded_out), loaded_count)
+        loss_up = _udp_loss(link, loss_duration_s, False, link.profile.up.rate_bps)
+        loss_down = _udp_loss(link, loss_duration_s, True, link.profile.down.rate_bps)
+    finally:
+        server.terminate()
+        server.wait(timeout=5)
+    conf = _configured(link)
+    packets = loss_up["packets"] + loss_down["packets"]
+    lost = loss_up["lost"] + loss_down["lost"]
+    measured = {
+        "tcp_down_bps": tcp_down["bps"],
+        "tcp_up_bps": tcp_up["bps"],
+        "tcp_down_retransmits": tcp_down["retransmits"],
+        "tcp_up_retransmits": tcp_up["retransmits"],
+        "rtt_ms": rtt_idle["mean"],
+        "rtt_idle": rtt_idle,
+        "rtt_loaded_ms": rtt_loaded["median"],
+        "rtt_loaded": rtt_loaded,
+        "loss_pct": 100 * lost / packets if packets else None,
+        "loss_ci95_pct": list(binomial_ci(lost, packets)),
+        "loss_down": loss_down,
+        "loss_up": loss_up,
+    }
+    mss = link.profile.mtu - TCP_OVERHEAD
+    rtt_s = (rtt_idle["mean"] or conf["rtt_ms"]) / 1e3
+    mathis_down = mathis_bps(mss, rtt_s, link.profile.down.mean_loss_pct() / 100)
+    mathis_up = mathis_bps(mss, rtt_s, link.profile.up.mean_loss_pct() / 100)
+    expected = {
+        "tcp_down_bps": _expected_tcp(link.profile.down.rate_bps, link.profile.mtu),
+        "tcp_up_bps": _expected_tcp(link.profile.up.rate_bps, link.profile.mtu),
+        "mathis_down_bps": mathis_down,
+        "mathis_up_bps": mathis_up,
+    }
+    checks = _checks(conf, measured, expected)
+    return {
+        "backend": link.backend,
+        "backend_reason": link.backend_reason,
+        "link": link.describe(),
+        "configured": conf,
+        "measured": measured,
+        "mathis_bps": mathis_down,
+        "mathis_up_bps": mathis_up,
+        "expected": expected,
+        "checks": checks,
+        "ok": all(c["ok"] for c in checks),
+        "method": {
+            "duration_s": duration_s,
+            "loss_duration_s": loss_duration_s,
+            "ping_count": ping_count,
+            "udp_payload_bytes": UDP_PAYLOAD,
+            "mss_bytes": mss,
+        },
+        "tools": {"iperf3": tool_version("iperf3"), "ping": tool_version("ping")},
+        "started_at": started,
+        "elapsed_s": time.time() - started,
+    }
+
+
+def _wait_port(link: EmulatedLink, timeout: float = 5.0) -> None:
+    """Wait until the iperf3 server listens (ss in the server namespace)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = link.run_in("server", ["ss", "-Hltn", f"sport = :{IPERF_PORT}"], timeout=5)
+        if out.stdout.strip():
+            return
+        time.sleep(0.05)
+    raise RuntimeError(f"iperf3 server did not start listening on port {IPERF_PORT} within {timeout:g} s")

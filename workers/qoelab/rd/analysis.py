@@ -1,0 +1,772 @@
+"""Slow-motion packet analysis (thesis ch. 4 §4.6.1): response time T, transfer size X and rate X/T.
+
+From a capture taken on the client side of the link, each screen update is measured as:
+
+- start = the last client→server payload packet carrying the input (the last one before the server's
+  response begins);
+- end = the last server→client payload packet of the response, i.e. before the server goes quiet
+  for at least ``quiet_s``;
+- T = end − start, X = server→client payload bytes in (start, end], rate = 8·X/T bit/s.
+
+Updates are anchored on the driver's clicks when a clicks file is given, otherwise segmented by
+quiet periods. Every TCP/UDP connection between the client and the server hosts counts (SPICE opens
+several channels). The rules, with their edge cases, are in docs/rd-analysis.md.
+"""
+
+from __future__ import annotations
+
+import bisect
+import ipaddress
+import math
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import dpkt
+import numpy as np
+from scipy import stats
+
+from qoelab.errors import ParameterError, QoelabError
+from qoelab.rd.clicks import Click
+
+__all__ = [
+    "AnalysisResult",
+    "CaptureError",
+    "Click",
+    "Endpoint",
+    "Update",
+    "analyze",
+    "parse_endpoint",
+    "read_packets",
+]
+
+# Link types (tcpdump.org/linktypes.html). 12 and 14 are the platform-specific DLT_RAW values.
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = (101, 12, 14)
+LINKTYPE_LOOP = 108
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_LINUX_SLL2 = 276
+LINKTYPE_IPV4 = 228
+LINKTYPE_IPV6 = 229
+SUPPORTED_LINKTYPES = (LINKTYPE_NULL, LINKTYPE_ETHERNET, *LINKTYPE_RAW, LINKTYPE_LOOP, LINKTYPE_LINUX_SLL,
+                       LINKTYPE_LINUX_SLL2, LINKTYPE_IPV4, LINKTYPE_IPV6)  # fmt: skip
+
+DEFAULT_GUARD_S = 0.005  # the click may be logged a hair after the kernel stamps the input packet
+_PCAPNG_MAGIC = b"\x0a\x0d\x0d\x0a"
+_PCAP_MAGICS = {b"\xd4\xc3\xb2\xa1", b"\xa1\xb2\xc3\xd4", b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d"}
+
+
+class CaptureError(QoelabError):
+    """The capture cannot be read or holds nothing to analyse."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Endpoints
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A host, optionally narrowed to one port (``port=None``: every port of the host)."""
+
+    host: str
+    port: int | None = None
+
+    def __str__(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host and self.port is not None else self.host
+        return host if self.port is None else f"{host}:{self.port}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "port": self.port}
+
+
+def _norm_host(host: str, field_name: str) -> str:
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        raise ParameterError(field_name, f"expected an IPv4 or IPv6 address, got {host!r}") from None
+
+
+def parse_endpoint(text: str, field_name: str = "server") -> Endpoint:
+    """``10.0.0.1``, ``10.0.0.1:5900``, ``::1``, ``[::1]:5900`` to an Endpoint."""
+    text = text.strip()
+    host, port_text = text, None
+    if text.startswith("["):
+        close = text.find("]")
+        if close < 0:
+            raise ParameterError(field_name, f"missing ']' in {text!r}")
+        host, rest = text[1:close], text[close + 1 :]
+        if rest:
+            if not rest.startswith(":"):
+                raise ParameterError(field_name, f"expected [HOST]:PORT, got {text!r}")
+            port_text = rest[1:]
+    elif text.count(":") == 1:
+        host, port_text = text.split(":")
+    port = None
+    if port_text is not None:
+        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+            raise ParameterError(field_name, f"port must be 1..65535, got {port_text!r}")
+        port = int(port_text)
+    return Endpoint(_norm_host(host, field_name), port)
+
+
+# --------------------------------------------------------------------------------------------------
+# Reading the capture
+
+
+@dataclass(slots=True)
+class Packet:
+    """One TCP/UDP packet as the analysis needs it. ``payload`` is the length on the wire."""
+
+    ts: float
+    proto: int  # 6 TCP, 17 UDP
+    src: str
+    sport: int
+    dst: str
+    dport: int
+    payload: int
+    unique: int  # payload bytes not seen before in this direction of this connection
+    retrans: bool
+    keepalive: bool
+
+    @property
+    def conn(self) -> tuple:
+        a, b = (self.src, self.sport), (self.dst, self.dport)
+        return (self.proto, *(a + b if a <= b else b + a))
+
+    @property
+    def effective(self) -> int:
+        """Payload that can start or end an update (keep-alives carry none)."""
+        return 0 if self.keepalive else self.payload
+
+
+class _SeqTracker:
+    """Which sequence ranges of one direction of one TCP connection the capture has seen.
+
+    Sequence numbers are unwrapped to 64 bits around the highest end seen. A segment repeating
+    bytes already seen, or filling a hole below the highest end (its original was lost before the
+    capture point), is a retransmission; ``unique`` counts the bytes seen for the first time.
+    """
+
+    __slots__ = ("hi", "ranges")
+
+    def __init__(self) -> None:
+        self.hi: int | None = None
+        self.ranges: list[list[int]] = []  # merged, sorted [a, b)
+
+    def feed(self, seq: int, n: int) -> tuple[int, bool, bool]:
+        """Return (unique bytes, is retransmission, is keep-alive) for a segment of n > 0 bytes."""
+        if self.hi is None:
+            self.hi = seq + n
+            self.ranges = [[seq, seq + n]]
+            return n, False, False
+        d = (seq - self.hi) % 2**32
+        a = self.hi + (d - 2**32 if d >= 2**31 else d)
+        b = a + n
+        # A keep-alive probe resends the last byte (or nothing) at snd_nxt - 1 (RFC 9293 §3.8.4).
+        if n == 1 and b == self.hi:
+            return 0, False, True
+        covered = 0
+        for ra, rb in reversed(self.ranges):
+            if rb <= a:
+                break
+            covered += max(0, min(b, rb) - max(a, ra))
+        retrans = covered > 0 or a < self.hi
+        self._add(a, b)
+        self.hi = max(self.hi, b)
+        return n - covered, retrans, False
+
+    def _add(self, a: int, b: int) -> None:
+        r = self.ranges
+        i = bisect.bisect_left(r, [a, a])
+        if i > 0 and r[i - 1][1] >= a:
+            i -= 1
+        j = i
+        while j < len(r) and r[j][0] <= b:
+            a, b = min(a, r[j][0]), max(b, r[j][1])
+            j += 1
+        r[i:j] = [[a, b]]
+        if len(r) > 256:  # holes that never fill (capture drops): forget the oldest
+            r[:2] = [[r[0][0], r[1][1]]]
+
+
+def _pcapng_packets(f: BinaryIO) -> Iterator[tuple[float, int, bytes]]:
+    """(ts, linktype, frame) from a pcapng file, honouring every interface's link type and resolution.
+
+    dpkt's Reader uses the first interface for all packets; tshark writes one interface block
+    per ``-i``, so the blocks are walked here with dpkt's block classes.
+    """
+    from dpkt import pcapng
+
+    le = True
+    ifaces: list[tuple[int, float, int]] = []  # (linktype, divisor, tsoffset)
+    while True:
+        head = f.read(8)
+        if len(head) < 8:
+            return
+        btype = struct.unpack("<I", head[:4])[0]
+        if btype == pcapng.PCAPNG_BT_SHB:
+            bom = f.read(4)
+            le = bom == b"\x4d\x3c\x2b\x1a"
+            if not le and bom != b"\x1a\x2b\x3c\x4d":
+                raise CaptureError("pcapng section header with an unknown byte order")
+            blen = struct.unpack("<I" if le else ">I", head[4:])[0]
+            f.read(blen - 12)
+            ifaces = []  # interface ids restart in every section
+            continue
+        btype, blen = struct.unpack("<II" if le else ">II", head)
+        if blen < 12:
+            raise CaptureError(f"corrupt pcapng block (length {blen})")
+        buf = head + f.read(blen - 8)
+        if len(buf) < blen:
+            return  # capture cut mid-block (tshark killed): keep what was complete
+        if btype == pcapng.PCAPNG_BT_IDB:
+            idb = (pcapng.InterfaceDescriptionBlockLE if le else pcapng.InterfaceDescriptionBlock)(buf)
+            divisor, offset = 1e6, 0
+            for opt in idb.opts:
+                if opt.code == pcapng.PCAPNG_OPT_IF_TSRESOL:
+                    v = opt.data[0]
+                    divisor = float((2 if v & 0x80 else 10) ** (v & 0x7F))
+                elif opt.code == pcapng.PCAPNG_OPT_IF_TSOFFSET:
+                    offset = struct.unpack("<q" if le else ">q", opt.data[:8])[0]
+            ifaces.append((idb.linktype, divisor, offset))
+        elif btype == pcapng.PCAPNG_BT_EPB:
+            epb = (pcapng.EnhancedPacketBlockLE if le else pcapng.EnhancedPacketBlock)(buf)
+            if epb.iface_id >= len(ifaces):
+                raise CaptureError(f"pcapng packet names interface {epb.iface_id}, which is not described")
+            linktype, divisor, offset = ifaces[epb.iface_id]
+            ticks = (epb.ts_high << 32) | epb.ts_low
+            # Split to keep sub-microsecond precision: a float of epoch seconds holds ~0.2 µs.
+            whole, frac = divmod(ticks, int(divisor))
+            yield offset + whole + frac / divisor, linktype, epb.pkt_data
+        # other blocks (name resolution, statistics, simple packets without a timestamp) are skipped
+
+
+def _pcap_packets(f: BinaryIO) -> Iterator[tuple[float, int, bytes]]:
+    try:
+        reader = dpkt.pcap.Reader(f)
+    except (ValueError, dpkt.NeedData) as err:
+        raise CaptureError(f"not a readable pcap file: {err}") from None
+    linktype = reader.datalink()
+    try:
+        for ts, frame in reader:
+            yield float(ts), linktype, frame
+    except dpkt.NeedData:
+        return  # cut mid-record
+
+
+def _ip_layer(linktype: int, frame: bytes) -> dpkt.Packet | None:
+    """The IPv4/IPv6 packet inside a frame, or None (ARP, other protocols)."""
+    if linktype == LINKTYPE_ETHERNET:
+        inner = dpkt.ethernet.Ethernet(frame).data
+    elif linktype in LINKTYPE_RAW or linktype in (LINKTYPE_IPV4, LINKTYPE_IPV6):
+        if not frame:
+            return None
+        version = frame[0] >> 4
+        inner = dpkt.ip.IP(frame) if version == 4 else dpkt.ip6.IP6(frame) if version == 6 else None
+    elif linktype == LINKTYPE_LINUX_SLL:
+        inner = dpkt.sll.SLL(frame).data
+    elif linktype == LINKTYPE_LINUX_SLL2:
+        inner = dpkt.sll2.SLL2(frame).data
+    elif linktype in (LINKTYPE_NULL, LINKTYPE_LOOP):
+        if len(frame) < 5:
+            return None
+        # The family is in the capturing host's byte order; the IP version nibble is unambiguous.
+        version = frame[4] >> 4
+        body = frame[4:]
+        inner = dpkt.ip.IP(body) if version == 4 else dpkt.ip6.IP6(body) if version == 6 else None
+    else:
+        raise CaptureError(
+            f"link type {linktype} is not supported (supported: {', '.join(map(str, SUPPORTED_LINKTYPES))})"
+        )
+    return inner if isinstance(inner, dpkt.ip.IP | dpkt.ip6.IP6) else None
+
+
+def _transport(ip: dpkt.Packet) -> tuple[int, str, str, dpkt.Packet, int] | None:
+    """(proto, src, dst, tcp-or-udp, bytes after the IP header) or None.
+
+    Lengths come from the IP header, not the captured bytes: a short snap length must not shrink X.
+    """
+    if isinstance(ip, dpkt.ip.IP):
+        if ip.offset:
+            return None  # a later fragment: its bytes belong to the first one's datagram
+        src, dst = socket.inet_ntop(socket.AF_INET, ip.src), socket.inet_ntop(socket.AF_INET, ip.dst)
+        # ip.len is 0 for TSO super-segments seen on the sending host; fall back to what was captured.
+        after = ip.len - ip.hl * 4 if ip.len else len(bytes(ip.data))
+    else:
+        src, dst = socket.inet_ntop(socket.AF_INET6, ip.src), socket.inet_ntop(socket.AF_INET6, ip.dst)
+        ext = sum(h.length for h in getattr(ip, "all_extension_headers", []))
+        after = ip.plen - ext if ip.plen else len(bytes(ip.data))
+    seg = ip.data
+    if isinstance(seg, dpkt.tcp.TCP):
+        return 6, src, dst, seg, after
+    if isinstance(seg, dpkt.udp.UDP):
+        return 17, src, dst, seg, after
+    return None
+
+
+@dataclass(slots=True)
+class CaptureInfo:
+    path: str
+    format: str
+    linktypes: list[int]
+    packets: int = 0
+    ip_packets: int = 0
+    skipped: int = 0  # frames that could not be decoded
+    first_ts: float | None = None
+    last_ts: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "linktypes": self.linktypes,
+            "packets": self.packets,
+            "tcp_udp_packets": self.ip_packets,
+            "skipped": self.skipped,
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
+        }
+
+
+def read_packets(pcap_path: str | os.PathLike[str]) -> tuple[list[Packet], CaptureInfo]:
+    """Decode every TCP/UDP packet of a pcap or pcapng file, sorted by time."""
+    path = Path(pcap_path)
+    try:
+        f = path.open("rb")
+    except FileNotFoundError:
+        raise ParameterError("capture", f"file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise ParameterError("capture", f"{str(path)!r} is a directory, not a capture file") from None
+    packets: list[Packet] = []
+    trackers: dict[tuple, _SeqTracker] = {}
+    with f:
+        magic = f.read(4)
+        f.seek(0)
+        if magic == _PCAPNG_MAGIC:
+            fmt, source = "pcapng", _pcapng_packets(f)
+        elif magic in _PCAP_MAGICS:
+            fmt, source = "pcap", _pcap_packets(f)
+        elif not magic:
+            raise CaptureError(f"capture {str(path)!r} is empty")
+        else:
+            raise CaptureError(f"{str(path)!r} is neither pcap nor pcapng (magic {magic.hex()})")
+        info = CaptureInfo(str(path), fmt, [])
+        for ts, linktype, frame in source:
+            info.packets += 1
+            if linktype not in info.linktypes:
+                info.linktypes.append(linktype)
+            info.first_ts = ts if info.first_ts is None else min(info.first_ts, ts)
+            info.last_ts = ts if info.last_ts is None else max(info.last_ts, ts)
+            try:
+                ip = _ip_layer(linktype, frame)
+                tp = _transport(ip) if ip is not None else None
+            except (dpkt.UnpackError, struct.error, ValueError):
+                info.skipped += 1
+                continue
+            if tp is None:
+                continue
+            proto, src, dst, seg, after = tp
+            if proto == 6:
+                payload = max(0, after - seg.off * 4)
+                unique, retrans, keepalive = payload, False, False
+                if payload:
+                    seq = seg.seq + (1 if seg.flags & dpkt.tcp.TH_SYN else 0)
+                    key = (src, seg.sport, dst, seg.dport)
+                    tracker = trackers.get(key)
+                    if tracker is None or (seg.flags & dpkt.tcp.TH_SYN):
+                        tracker = trackers[key] = _SeqTracker()
+                    unique, retrans, keepalive = tracker.feed(seq, payload)
+            else:
+                payload = max(0, after - 8)
+                unique, retrans, keepalive = payload, False, False
+            info.ip_packets += 1
+            packets.append(
+                Packet(ts, proto, src, seg.sport, dst, seg.dport, payload, unique, retrans, keepalive)
+            )
+    packets.sort(key=lambda p: p.ts)  # stable: several interfaces interleave slightly out of order
+    return packets, info
+
+
+# --------------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(slots=True)
+class Update:
+    """One screen update. Times are epoch seconds; T and rate are None when it timed out."""
+
+    index: int
+    click_time: float | None
+    start: float | None
+    end: float | None
+    T_s: float | None  # noqa: N815 - the thesis' name
+    bytes_down: int  # X: payload on the wire, retransmissions included
+    bytes_down_unique: int
+    bytes_up: int
+    packets_down: int
+    packets_up: int
+    retransmissions_down: int
+    retransmissions_up: int
+    rate_bps: float | None
+    timed_out: bool
+    connections: int
+    page: int | None = None
+    ratio: float | None = None
+    reason: str | None = None  # why it timed out
+
+    @property
+    def T_ms(self) -> float | None:  # noqa: N802
+        return None if self.T_s is None else self.T_s * 1e3
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "page": self.page,
+            "ratio": self.ratio,
+            "click_time": self.click_time,
+            "start": self.start,
+            "end": self.end,
+            "T_s": self.T_s,
+            "T_ms": self.T_ms,
+            "bytes_down": self.bytes_down,
+            "bytes_down_unique": self.bytes_down_unique,
+            "bytes_up": self.bytes_up,
+            "packets_down": self.packets_down,
+            "packets_up": self.packets_up,
+            "retransmissions_down": self.retransmissions_down,
+            "retransmissions_up": self.retransmissions_up,
+            "rate_bps": self.rate_bps,
+            "connections": self.connections,
+            "timed_out": self.timed_out,
+            "reason": self.reason,
+        }
+
+
+@dataclass(slots=True)
+class Stat:
+    """Mean with a Student-t 95 % confidence interval, median and 95th percentile."""
+
+    n: int
+    mean: float | None
+    ci95: float | None  # half-width
+    median: float | None
+    p95: float | None
+    std: float | None
+
+    @classmethod
+    def of(cls, values: list[float]) -> Stat:
+        if not values:
+            return cls(0, None, None, None, None, None)
+        a = np.asarray(values, dtype=float)
+        n = len(a)
+        std = float(a.std(ddof=1)) if n > 1 else None
+        ci = float(stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)) if std is not None else None
+        return cls(n, float(a.mean()), ci, float(np.median(a)), float(np.percentile(a, 95)), std)
+
+    def scaled(self, k: float) -> Stat:
+        vals = (self.mean, self.ci95, self.median, self.p95, self.std)
+        return Stat(self.n, *(None if v is None else v * k for v in vals))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "mean": self.mean, "ci95": self.ci95, "median": self.median, "p95": self.p95,
+                "std": self.std}  # fmt: skip
+
+
+@dataclass(slots=True)
+class Summary:
+    n: int
+    n_timed_out: int
+    T_s: Stat  # noqa: N815
+    bytes_down: Stat
+    rate_bps: Stat
+
+    @classmethod
+    def of(cls, updates: list[Update]) -> Summary:
+        done = [u for u in updates if not u.timed_out and u.T_s is not None]
+        return cls(
+            n=len(updates),
+            n_timed_out=sum(u.timed_out for u in updates),
+            T_s=Stat.of([u.T_s for u in done if u.T_s is not None]),
+            bytes_down=Stat.of([float(u.bytes_down) for u in done]),
+            rate_bps=Stat.of([u.rate_bps for u in done if u.rate_bps is not None]),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "n_timed_out": self.n_timed_out,
+            "T_ms": self.T_s.scaled(1e3).to_json(),
+            "bytes_down": self.bytes_down.to_json(),
+            "rate_bps": self.rate_bps.to_json(),
+        }
+
+
+@dataclass(slots=True)
+class AnalysisResult:
+    updates: list[Update]
+    summary: Summary
+    server: Endpoint
+    client: Endpoint
+    mode: str  # "clicks" or "quiet"
+    quiet_s: float
+    capture: CaptureInfo
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "quiet_s": self.quiet_s,
+            "server": self.server.to_json(),
+            "client": self.client.to_json(),
+            "capture": self.capture.to_json(),
+            "updates": [u.to_json() for u in self.updates],
+            "summary": self.summary.to_json(),
+            "warnings": self.warnings,
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# Server and client
+
+
+def _matches(ep: Endpoint, host: str, port: int) -> bool:
+    return host == ep.host and (ep.port is None or port == ep.port)
+
+
+def _detect_server(packets: list[Packet]) -> Endpoint:
+    """The (host, port) that sends the most payload; host-wide unless it also talks to itself."""
+    sent: dict[tuple[str, int], int] = {}
+    for p in packets:
+        if p.payload:
+            sent[(p.src, p.sport)] = sent.get((p.src, p.sport), 0) + p.payload
+    if not sent:
+        raise CaptureError("the capture holds no TCP or UDP payload; nothing to analyse")
+    host, port = max(sent, key=lambda k: sent[k])
+    # On loopback (or any capture where both ends share an address) only the port tells them apart.
+    if any(p.src == host and p.dst == host for p in packets):
+        return Endpoint(host, port)
+    return Endpoint(host, None)
+
+
+def _detect_client(packets: list[Packet], server: Endpoint) -> Endpoint:
+    exchanged: dict[str, int] = {}
+    for p in packets:
+        if _matches(server, p.src, p.sport) and not _matches(server, p.dst, p.dport):
+            exchanged[p.dst] = exchanged.get(p.dst, 0) + p.payload + 1
+        elif _matches(server, p.dst, p.dport) and not _matches(server, p.src, p.sport):
+            exchanged[p.src] = exchanged.get(p.src, 0) + p.payload + 1
+    if not exchanged and server.port is None and any(p.src == p.dst == server.host for p in packets):
+        raise ParameterError(
+            "server", f"client and server share the address {server.host}; give --server HOST:PORT"
+        )
+    if not exchanged:
+        raise CaptureError(f"no packet in the capture goes to or from the server {server}")
+    host = max(exchanged, key=lambda h: exchanged[h])
+    if host == server.host and server.port is None:
+        raise ParameterError("server", f"client and server share the address {host}; give --server HOST:PORT")
+    return Endpoint(host, None)
+
+
+# --------------------------------------------------------------------------------------------------
+# Segmentation
+
+
+class _Flow:
+    """The relevant packets, split by direction, with payload-packet timestamps for bisecting."""
+
+    def __init__(self, packets: list[Packet], server: Endpoint, client: Endpoint) -> None:
+        self.rel: list[tuple[Packet, bool]] = []  # (packet, is_down)
+        for p in packets:
+            from_server, to_server = _matches(server, p.src, p.sport), _matches(server, p.dst, p.dport)
+            if from_server and not to_server and p.dst == client.host:
+                self.rel.append((p, True))
+            elif to_server and not from_server and p.src == client.host:
+                self.rel.append((p, False))
+        self.ts = [p.ts for p, _ in self.rel]
+        self.up_ts = [p.ts for p, down in self.rel if not down and p.effective]
+        self.down_ts = [p.ts for p, down in self.rel if down and p.effective]
+        self.down_new = [p.unique > 0 for p, down in self.rel if down and p.effective]
+
+    def burst_end(self, j: int, quiet_s: float, limit: float) -> tuple[int, int, bool]:
+        """For the burst starting at down_ts[j]: the index of its last payload packet, the index of
+        its last packet bringing new bytes (a spurious retransmission after the last new byte adds
+        no information, so it does not end the update), and whether the burst was cut by ``limit``
+        while still running (the server did not go quiet before the limit)."""
+        d, new = self.down_ts, self.down_new
+        first, last_new, cut = j, j if new[j] else -1, False
+        while j + 1 < len(d) and d[j + 1] - d[j] < quiet_s:
+            if d[j + 1] >= limit:
+                cut = True
+                break
+            j += 1
+            if new[j]:
+                last_new = j
+        return j, (last_new if last_new >= first else j), cut
+
+    def measure(self, index: int, first_input: float, start: float, end: float, **extra: Any) -> Update:
+        lo = bisect.bisect_left(self.ts, first_input)
+        hi = bisect.bisect_right(self.ts, end)
+        x = x_unique = up = n_down = n_up = re_down = re_up = 0
+        conns = set()
+        for p, down in self.rel[lo:hi]:
+            if down:
+                if p.ts <= start:
+                    continue
+                x += p.payload
+                x_unique += p.unique
+                n_down += 1
+                re_down += p.retrans
+            else:
+                up += p.payload
+                n_up += 1
+                re_up += p.retrans
+            if p.effective:
+                conns.add(p.conn)
+        T = end - start  # noqa: N806
+        timed_out = bool(extra.pop("timed_out", False))
+        return Update(
+            index=index,
+            start=start,
+            end=None if timed_out else end,
+            T_s=None if timed_out else T,
+            bytes_down=x,
+            bytes_down_unique=x_unique,
+            bytes_up=up,
+            packets_down=n_down,
+            packets_up=n_up,
+            retransmissions_down=re_down,
+            retransmissions_up=re_up,
+            rate_bps=None if timed_out or T <= 0 else 8 * x / T,
+            timed_out=timed_out,
+            connections=len(conns),
+            **extra,
+        )
+
+
+def _empty(index: int, reason: str, **extra: Any) -> Update:
+    return Update(index=index, start=None, end=None, T_s=None, bytes_down=0, bytes_down_unique=0, bytes_up=0,
+                  packets_down=0, packets_up=0, retransmissions_down=0, retransmissions_up=0, rate_bps=None,
+                  timed_out=True, connections=0, reason=reason, **extra)  # fmt: skip
+
+
+def _by_clicks(
+    flow: _Flow, clicks: list[Click], quiet_s: float, timeout_s: float | None, guard_s: float
+) -> list[Update]:
+    updates = []
+    up, down = flow.up_ts, flow.down_ts
+    clicks = sorted(clicks, key=lambda c: c.t)
+    for k, c in enumerate(clicks):
+        extra = {"click_time": c.t, "page": c.page, "ratio": c.ratio}
+        w0 = c.t - guard_s
+        w1 = clicks[k + 1].t - guard_s if k + 1 < len(clicks) else math.inf
+        limit = min(w1, c.t + timeout_s) if timeout_s is not None else w1
+        iu = bisect.bisect_left(up, w0)
+        if iu >= len(up) or up[iu] >= limit:
+            updates.append(_empty(c.index, "no input from the client after the click", **extra))
+            continue
+        u0 = up[iu]
+        jd = bisect.bisect_right(down, u0)
+        if jd >= len(down) or down[jd] >= limit:
+            why = "no response within the timeout" if limit < w1 else "no response before the next click"
+            updates.append(_empty(c.index, why, **extra))
+            continue
+        start = up[bisect.bisect_left(up, down[jd]) - 1]
+        _, j, cut = flow.burst_end(jd, quiet_s, limit)
+        # Cut by the next click is fine (the driver saw the screen settle); cut by the timeout is not.
+        timed_out = cut and limit < w1
+        reason = "response still running at the timeout" if timed_out else None
+        if c.timed_out and not timed_out:
+            timed_out, reason = True, "the driver timed out waiting for the screen to settle"
+        updates.append(flow.measure(c.index, u0, start, down[j], timed_out=timed_out, reason=reason, **extra))
+    return updates
+
+
+def _by_quiet(flow: _Flow, quiet_s: float, timeout_s: float | None) -> list[Update]:
+    updates: list[Update] = []
+    up, down = flow.up_ts, flow.down_ts
+    pos = -math.inf  # end of the previous update: inputs after it start the next one
+    while True:
+        iu = bisect.bisect_right(up, pos)
+        if iu >= len(up):
+            break
+        u0 = up[iu]
+        limit = u0 + timeout_s if timeout_s is not None else math.inf
+        jd = bisect.bisect_right(down, u0)
+        idx = len(updates)
+        if jd >= len(down) or down[jd] >= limit:
+            updates.append(_empty(idx, "no response within the timeout" if jd < len(down) else "no response",
+                                  click_time=None))  # fmt: skip
+            pos = limit if jd < len(down) else math.inf
+            continue
+        start = up[bisect.bisect_left(up, down[jd]) - 1]
+        last, j, cut = flow.burst_end(jd, quiet_s, limit)
+        updates.append(
+            flow.measure(
+                idx,
+                u0,
+                start,
+                down[j],
+                timed_out=cut,
+                click_time=None,
+                reason="response still running at the timeout" if cut else None,
+            )
+        )
+        if cut:  # skip the rest of the runaway burst so it does not become an update of its own
+            last, _, _ = flow.burst_end(last, quiet_s, math.inf)
+        pos = down[last]
+    return updates
+
+
+def analyze(
+    pcap_path: str | os.PathLike[str],
+    clicks: list[Click] | None,
+    server: Endpoint | None = None,
+    quiet_s: float = 0.5,
+    timeout_s: float | None = None,
+    guard_s: float = DEFAULT_GUARD_S,
+) -> AnalysisResult:
+    """Measure every screen update in a capture; see the module docstring and docs/rd-analysis.md."""
+    if not (isinstance(quiet_s, int | float) and math.isfinite(quiet_s) and quiet_s > 0):
+        raise ParameterError("quiet", f"must be a positive duration, got {quiet_s!r}")
+    if timeout_s is not None and not (math.isfinite(timeout_s) and timeout_s > 0):
+        raise ParameterError("timeout", f"must be a positive duration, got {timeout_s!r}")
+    if not (math.isfinite(guard_s) and 0 <= guard_s < 1):
+        raise ParameterError("guard", f"must be between 0 and 1 s, got {guard_s!r}")
+    packets, info = read_packets(pcap_path)
+    if not packets:
+        raise CaptureError(f"{info.path!r} holds no TCP or UDP packets ({info.packets} frames)")
+    warnings = []
+    if info.skipped:
+        warnings.append(f"{info.skipped} frame(s) could not be decoded and were skipped")
+    if server is None:
+        server = _detect_server(packets)
+    client = _detect_client(packets, server)
+    flow = _Flow(packets, server, client)
+    if clicks is not None:
+        mode = "clicks"
+        updates = _by_clicks(flow, clicks, quiet_s, timeout_s, guard_s)
+        if clicks and info.first_ts is not None and info.last_ts is not None:
+            outside = [c.index for c in clicks if not info.first_ts - 1 <= c.t <= info.last_ts]
+            if outside:
+                warnings.append(
+                    f"{len(outside)} click(s) lie outside the capture's time span "
+                    "(is the clicks file from this run, on the same clock?)"
+                )
+    else:
+        mode = "quiet"
+        updates = _by_quiet(flow, quiet_s, timeout_s)
+    return AnalysisResult(
+        updates=updates,
+        summary=Summary.of(updates),
+        server=server,
+        client=client,
+        mode=mode,
+        quiet_s=quiet_s,
+        capture=info,
+        warnings=warnings,
+    )

@@ -1,0 +1,243 @@
+"""One remote-desktop trial: start the namespace desktop and a viewer, click under capture, measure.
+
+``run_bench`` takes the two namespaces, the server address and the client interface (however the
+link was built: the emulation layer's ``emulated_link`` or anything else) and a work directory.
+It always tears down what it started (try/finally, process groups); a SIGKILLed run leaves
+processes that :func:`qoelab.rd.cleanup.cleanup_leftovers` finds by their marker.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from qoelab.errors import ParameterError
+from qoelab.rd.capture import Capture, PayloadWatch
+from qoelab.rd.clients import fit_viewer_window, resolve_settings, start_viewer
+from qoelab.rd.desktop import PROTOCOLS, find_x2go_agent_display, start_server_side
+from qoelab.rd.display import Display, start_xvfb
+from qoelab.rd.driver import DriverParams, drive
+from qoelab.rd.procs import ProcSet, SetupError, wait_for
+from qoelab.rd.workload import Manifest, find_link, generate
+
+CLIENT_SCREEN = (1024, 768)  # larger than 800x600 so viewer menus or borders never crop the desktop
+PACKAGES = {
+    "common": ["xvfb", "chromium", "tshark", "xdotool"],
+    "vnc": ["tigervnc-standalone-server", "xtightvncviewer"],
+    "spice": ["xserver-xspice", "virt-viewer", "libspice-server1"],
+    "x2go": ["x2goserver", "pyhoca-cli", "python3-x2go", "nxproxy", "openssh-server"],
+}
+SETUP_TIMEOUT_S = {"vnc": 45.0, "spice": 45.0, "x2go": 90.0}
+
+
+def package_versions(protocol: str) -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for pkg in PACKAGES["common"] + PACKAGES[protocol]:
+        res = subprocess.run(
+            ["dpkg-query", "-W", "-f", "${Version}", pkg], capture_output=True, text=True, check=False
+        )
+        versions[pkg] = res.stdout.strip() if res.returncode == 0 and res.stdout.strip() else None
+    return versions
+
+
+def _prefix_of(server_ns: str, client_ns: str) -> str:
+    common = os.path.commonprefix([server_ns, client_ns]).rstrip("-_")
+    return common if re.fullmatch(r"[a-z][a-z0-9]{1,12}", common or "") else "qlrd"
+
+
+def calibrate(
+    client: Display, server_display: Display | None, manifest: Manifest, page: int = 1
+) -> tuple[tuple[int, int], dict[str, Any]]:
+    """Offset from page coordinates to client screen coordinates, measured three ways.
+
+    ``window``: the viewer's top-level window origin (xdotool geometry); ``pointer``: move the client
+    pointer and read where the server's pointer went (needs the server display); ``visual``: where
+    the link of the shown page is on the client screen. The visual offset is used when found,
+    since it includes everything (window decorations, viewer toolbars, the browser's placement).
+    """
+    info: dict[str, Any] = {}
+    windows = client.windows()
+    if windows:
+        _wid, wx, wy, ww, wh = windows[0]
+        info["window"] = {"x": wx, "y": wy, "w": ww, "h": wh}
+    if server_display is not None:
+        offs = []
+        for sx, sy in ((200, 150), (600, 450)):
+            guess = info.get("window", {"x": 0, "y": 0})
+            cx = min(max(sx + guess["x"], 0), client.width - 1)
+            cy = min(max(sy + guess["y"], 0), client.height - 1)
+            try:
+                client.xdotool("mousemove", str(cx), str(cy))
+                time.sleep(0.4)
+                px, py = server_display.pointer()
+                offs.append((cx - px, cy - py))
+            except SetupError as err:
+                info["pointer_error"] = str(err)
+                break
+        if offs:
+            info["pointer"] = {"offsets": offs, "consistent": len(set(offs)) == 1}
+        if server_display.proc is not None:
+            seen = find_link(server_display.grab())
+            link = manifest.page(page).link
+            if seen is not None:
+                info["page_on_server"] = {"dx": seen.x - link.x, "dy": seen.y - link.y}
+    found = find_link(client.grab())
+    link = manifest.page(page).link
+    if found is not None:
+        info["visual"] = {"dx": found.x - link.x, "dy": found.y - link.y}
+        scale = found.w / link.w
+        info["scale"] = round(scale, 3)
+        if abs(scale - 1) > 0.05:
+            raise SetupError(
+                f"the viewer scales the remote desktop by {scale:.2f}; page coordinates would not map 1:1"
+            )
+        offset = (found.x - link.x, found.y - link.y)
+        info["used"] = "visual"
+    elif info.get("pointer", {}).get("consistent"):
+        offset = info["pointer"]["offsets"][0]
+        info["used"] = "pointer"
+    elif "window" in info:
+        offset = (info["window"]["x"], info["window"]["y"])
+        info["used"] = "window"
+    else:
+        raise SetupError("cannot map page coordinates to the client screen: no viewer window found")
+    return (int(offset[0]), int(offset[1])), info
+
+
+def run_bench(
+    protocol: str,
+    server_ns: str,
+    client_ns: str,
+    server_ip: str,
+    client_if: str,
+    workdir: Path,
+    pages: int = 3,
+    seed: int = 1,
+    quiet_s: float = 0.5,
+    pause_s: float = 0.5,
+    update_timeout_s: float = 30,
+    settings: dict[str, Any] | None = None,
+    log: logging.Logger | None = None,
+    *,
+    prefix: str | None = None,
+    stable_s: float | None = None,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Run one trial of ``protocol`` and return updates, summary, clicks, artifacts, versions, timings."""
+    log = log or logging.getLogger("qoelab.rd.bench")
+    if protocol not in PROTOCOLS:
+        raise ParameterError("protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    params = DriverParams(pages, quiet_s, pause_s, update_timeout_s, stable_s)
+    params.validate()
+    merged = resolve_settings(protocol, settings)
+    prefix = prefix or _prefix_of(server_ns, client_ns)
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    procs = ProcSet(prefix, workdir / "logs")
+    capture: Capture | None = None
+    watch: PayloadWatch | None = None
+    clicks: list = []
+    timings: dict[str, float] = {}
+    mapping: dict[str, Any] = {}
+    pcap = workdir / "capture.pcap"
+    clicks_path = workdir / "clicks.json"
+    t0 = time.monotonic()
+    try:
+        # Pages: N distinct pages cycle, so N clicks show every page once (the last links to page 1).
+        manifest = generate(workdir / "pages", pages=max(pages, 2), seed=seed)
+        server = start_server_side(
+            procs,
+            protocol,
+            server_ns,
+            server_ip,
+            workdir / "pages",
+            manifest.page(1).file,
+            workdir,
+            merged,
+            prefix,
+        )
+        log.info(
+            "%s: %s server up on %s:%d, pages at %s", prefix, protocol, server_ip, server.port, server.url
+        )
+        client = start_xvfb(procs, *CLIENT_SCREEN, ns=client_ns, name="client-xvfb")
+        viewer = start_viewer(procs, protocol, client_ns, client, server, merged, workdir)
+        wait_for(
+            f"{protocol} viewer showing the first page on {client.name}",
+            lambda: find_link(client.grab()),
+            SETUP_TIMEOUT_S[protocol],
+            proc=viewer,
+            poll=0.3,
+        )
+        fitted = fit_viewer_window(protocol, client)
+        if fitted is not None:
+            time.sleep(1.0)  # the viewer redraws at the new size
+        server_display = server.display
+        if protocol == "x2go":
+            try:
+                inode = os.stat(f"/run/netns/{server_ns}").st_ino
+            except OSError:
+                inode = None
+            server_display = find_x2go_agent_display(inode)
+        offset, mapping = calibrate(client, server_display, manifest)
+        if fitted is not None:
+            mapping["fitted_window"] = fitted
+        log.info("%s: page -> client offset %s (%s)", prefix, offset, mapping.get("used"))
+        watch = PayloadWatch(client_ns, client_if, server_ip).start()
+        capture = Capture(procs, client_ns, client_if, pcap)
+        capture.start()
+        # Start measuring from a quiet link: the calibration moves left traffic behind.
+        watch.wait_quiet(quiet_s, timeout=10)
+        timings["setup_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
+        # The last update's tail must be in the file before dumpcap stops.
+        time.sleep(min(0.5, quiet_s))
+        timings["run_s"] = time.monotonic() - t1
+    finally:
+        t2 = time.monotonic()
+        if watch is not None:
+            watch.stop()
+        if capture is not None:
+            capture.stop()
+        procs.stop_all()
+        from qoelab.rd.cleanup import cleanup_leftovers
+
+        leftovers = cleanup_leftovers(prefix, namespaces=[server_ns, client_ns])
+        if leftovers:
+            log.warning("%s: cleanup removed %s", prefix, ", ".join(leftovers))
+        timings["teardown_s"] = time.monotonic() - t2
+    from qoelab.rd.clicks import save_clicks
+
+    save_clicks(clicks_path, clicks)
+    result: dict[str, Any] = {
+        "protocol": protocol,
+        "settings": merged,
+        "clicks": [c.to_json() for c in clicks],
+        "mapping": mapping,
+        "artifacts": [str(pcap), str(clicks_path), *(str(p) for p in procs.logs())],
+        "versions": package_versions(protocol),
+        "timings": timings,
+        "updates": None,
+        "summary": None,
+    }
+    (workdir / "manifest.json").write_text((workdir / "pages" / "manifest.json").read_text())
+    result["artifacts"].append(str(workdir / "manifest.json"))
+    try:
+        from qoelab.rd import analysis
+    except ImportError as err:  # the analysis module is optional for the driver itself
+        result["analysis_error"] = f"packet analysis not available: {err}"
+        return result
+    analyzed = analysis.analyze(pcap, clicks, server=None, quiet_s=quiet_s, timeout_s=update_timeout_s)
+    doc = analyzed.to_json()
+    result["updates"] = doc.get("updates")
+    result["summary"] = doc.get("summary")
+    result["analysis"] = {k: v for k, v in doc.items() if k not in ("updates", "summary")}
+    (workdir / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return result

@@ -1,0 +1,98 @@
+"""Remove what an RD trial left behind, even when its owner was SIGKILLed.
+
+Found by prefix: processes whose environment carries ``QOELAB_RD_PREFIX=<prefix>...`` (everything
+``ProcSet`` starts), and processes living in a namespace whose name starts with the prefix (what
+sshd starts for the X2Go session runs with a fresh environment but stays in the namespace).
+Afterwards the X lock files of dead displays and the X2Go session files of the trial are removed.
+Namespaces themselves belong to whoever built the link (``qoelab.emulation.cleanup``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+import psutil
+
+from qoelab.rd.display import DISPLAY_RANGE, display_free
+from qoelab.rd.procs import ENV_RD
+
+log = logging.getLogger("qoelab.rd.cleanup")
+_PREFIX_OK = re.compile(r"^[a-z][a-z0-9-]{1,20}$")
+NETNS_DIR = Path("/run/netns")
+# The link itself is the emulation layer's to stop, never ours.
+_NOT_OURS = {"linkemu", "qoelab-linkemu"}
+
+
+def _net_inode(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _protected() -> set[int]:
+    me = psutil.Process()
+    return {me.pid, *(p.pid for p in me.parents())}
+
+
+def find_processes(prefix: str, namespaces: list[str] | None = None) -> list[psutil.Process]:
+    names = set(namespaces or [])
+    with contextlib.suppress(OSError):
+        names |= {n for n in os.listdir(NETNS_DIR) if n.startswith(prefix)}
+    inodes = set()
+    for n in names:
+        with contextlib.suppress(OSError):
+            inodes.add((NETNS_DIR / n).stat().st_ino)
+    protected = _protected()
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid in protected:
+            continue
+        try:
+            if inodes and _net_inode(proc.pid) in inodes:
+                if proc.name() not in _NOT_OURS:
+                    found.append(proc)
+                continue
+            mark = proc.environ().get(ENV_RD)
+        except (psutil.Error, OSError):
+            continue
+        if mark is not None and mark.startswith(prefix):
+            found.append(proc)
+    return found
+
+
+def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[str]:
+    """Kill the trial's processes, drop stale X locks and session files; return what went."""
+    if not _PREFIX_OK.fullmatch(prefix):
+        raise ValueError(f"prefix must be 2-21 lowercase letters, digits or '-', got {prefix!r}")
+    removed: list[str] = []
+    procs = find_processes(prefix, namespaces)
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            desc = f"process {proc.pid} {proc.name()}"
+            proc.kill()
+            removed.append(desc)
+    _gone, alive = psutil.wait_procs(procs, timeout=3)
+    for proc in alive:
+        log.warning("process %s survived SIGKILL", proc.pid)
+    lo, hi = DISPLAY_RANGE
+    for lock in glob.glob("/tmp/.X*-lock"):
+        m = re.fullmatch(r"/tmp/\.X(\d+)-lock", lock)
+        if m and lo <= int(m.group(1)) < hi and display_free(int(m.group(1))):
+            removed.append(f"stale X lock :{m.group(1)}")
+    for path in glob.glob(f"/tmp/{prefix}*-x2go-*"):
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+            removed.append(path)
+    if removed:
+        log.info("rd cleanup %s: removed %s", prefix, ", ".join(removed))
+    return removed
