@@ -58,9 +58,8 @@ start() {
   echo "==> migrating the database"
   "${manage[@]}" migrate --noinput >"$LOGS/migrate.log" || { cat "$LOGS/migrate.log"; exit 1; }
   "${manage[@]}" collectstatic --noinput >/dev/null
-  "${manage[@]}" create_researcher "$USERNAME" --password "$password" >/dev/null
-  "${manage[@]}" add_host "$host" --token "$host_token" >/dev/null
-  api_token=$("${manage[@]}" api_token "$USERNAME")
+  api_token=$("${manage[@]}" create_researcher "$USERNAME" --password "$password" 2>/dev/null)
+  "${manage[@]}" add_host "$host" --token "$host_token" >/dev/null 2>&1
 
   echo "==> starting web ($URL), scheduler and worker (logs in .state/logs/)"
   launch web .venv/bin/gunicorn --chdir backend qoelab_web.wsgi -b "$BIND" --workers 2 --timeout 120

@@ -89,8 +89,9 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
     delay = delay_ms / 1e3
     rtt = 2 * delay
     bdp_pkts = rate * max(rtt, 0.001) / 8 / MTU
-    # A BDP-sized drop-tail buffer (at least netem's 1000 packets) lets one TCP flow fill the link.
-    limit = max(1000, math.ceil(bdp_pkts))
+    # A drop-tail buffer of one BDP lets one TCP flow keep the link busy; a fixed 1000 packets would
+    # be 24 s of queue at 500 kbit/s.
+    limit = max(64, math.ceil(bdp_pkts))
     d = Dir(rate_bps=rate, delay_s=delay, loss_pct=loss_pct, limit_pkts=limit)
     seed = int(rate_mbit * 10 + delay_ms * 1000 + loss_pct * 100)
     with Pair(prefix, Prof(up=d, down=d, mtu=MTU, seed=seed)) as pair:
@@ -110,7 +111,7 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
         if not target_applies:
             secs, omit = 3.0, 1.0
         cpu0, t0 = proc.cpu_times(), time.monotonic()
-        tcp = iperf3_goodput(pair, secs, omit)
+        tcp = goodput_with_retry(pair, secs, omit)
         cpu1, t1 = proc.cpu_times(), time.monotonic()
         stats = pair.link.stats()
     cpu = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / (t1 - t0) * 100
@@ -118,7 +119,9 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
     ci = binomtest(lost, n, loss_pct / 100).proportion_ci(confidence_level=0.95)
     gp = tcp["goodput_bps"]
     gp_pct = gp / rate * 100
-    if not target_applies:
+    if math.isnan(gp):
+        gp_target = "NOT MEASURED: iperf3 failed twice"
+    elif not target_applies:
         gp_target = "n/a: loss-limited TCP"
     else:
         gp_target = "met" if 95.0 <= gp_pct <= 100.0 else "NOT MET"
@@ -144,6 +147,17 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
         late_p99_us=max(stats["up"]["late_p99_us"], stats["down"]["late_p99_us"]),
         queue_drops=stats["up"]["dropped_queue"],
     )
+
+
+def goodput_with_retry(pair: Pair, secs: float, omit: float) -> dict[str, float]:
+    """iperf3 once more if it fails (a shared host's cleanup may kill it); NaN if it fails twice."""
+    for attempt in (1, 2):
+        try:
+            return iperf3_goodput(pair, secs, omit, port=5397 + attempt)
+        except (subprocess.CalledProcessError, subprocess.TimeoutExpired, KeyError, ValueError) as err:
+            print(f"  iperf3 failed ({err}); attempt {attempt} of 2", file=sys.stderr, flush=True)
+            time.sleep(1.0)
+    return {"goodput_bps": math.nan, "retransmits": -1}
 
 
 def baseline_rtt(prefix: str) -> tuple[float, float]:
@@ -256,6 +270,8 @@ def render(
     misses = []
     for r in rows:
         what = []
+        if r.goodput_target.startswith("NOT MEASURED"):
+            what.append("goodput not measured (iperf3 failed twice)")
         if r.goodput_target == "NOT MET":
             what.append(f"goodput {r.goodput_pct:.1f} % of the rate")
         if r.delay_target == "NOT MET":

@@ -207,6 +207,10 @@ def _client(args: argparse.Namespace) -> int:
 # The harness
 
 
+class NamespaceVanished(RuntimeError):
+    """Someone removed our namespaces mid-run (a worker starting up cleans every ``ql*`` leftover)."""
+
+
 class HostNotCapable(RuntimeError):
     """The host cannot run the benchmark (not root, no dumpcap, no namespaces)."""
 
@@ -227,6 +231,7 @@ class Topology:
     rate: str | None
     queue_ms: int = 500
     made: list[str] = field(default_factory=list)
+    vanished: bool = False
 
     @property
     def ns_c(self) -> str:
@@ -280,6 +285,9 @@ class Topology:
         from pyroute2 import netns
 
         for ns in reversed(self.made):  # removing a namespace removes its veth end, and so the pair
+            if ns not in netns.listnetns():
+                self.vanished = True
+                continue
             try:
                 netns.remove(ns)
             except OSError as err:
@@ -325,10 +333,25 @@ def capture_case(case: Case, updates: int, workdir: Path) -> tuple[Path, dict]:
     ext = "pcap" if case.pcap_format == "pcap" else "pcapng"
     pcap = workdir / f"capture.{ext}"
     record = workdir / "record.json"
+    topo = Topology(secrets.token_hex(2), case.ipv6, case.rate, case.queue_ms)
+    try:
+        _run_in(topo, case, updates, pcap, record, pause_s)
+    except Exception:
+        if topo.vanished:
+            raise NamespaceVanished(
+                f"namespaces {topo.ns_c}/{topo.ns_s} were removed by another process"
+            ) from None
+        raise
+    if topo.vanished:
+        raise NamespaceVanished(f"namespaces {topo.ns_c}/{topo.ns_s} were removed by another process")
+    return pcap, json.loads(record.read_text())
+
+
+def _run_in(topo: Topology, case: Case, updates: int, pcap: Path, record: Path, pause_s: float) -> None:
     spec = json.dumps(asdict(case))
     me = [sys.executable, str(Path(__file__).resolve())]
     procs: list[subprocess.Popen] = []
-    with Topology(secrets.token_hex(2), case.ipv6, case.rate, case.queue_ms) as topo:
+    with topo:
         try:
             iface = "any" if case.iface_any else topo.ns_c
             fmt = ["-P"] if case.pcap_format == "pcap" else []
@@ -354,13 +377,14 @@ def capture_case(case: Case, updates: int, workdir: Path) -> tuple[Path, dict]:
                 capture_output=True, text=True, timeout=60 + updates * (pause_s + 30),
             )  # fmt: skip
             if client.returncode != 0:
-                raise RuntimeError(f"benchmark client failed: {client.stderr.strip()[-800:]}")
+                raise RuntimeError(
+                    f"benchmark client failed (exit {client.returncode}): {client.stderr.strip()[-800:]}"
+                )
             time.sleep(0.2)  # let the last ACKs reach the capture before stopping it
             _stop(dumpcap, signal.SIGINT)
         finally:
             for p in reversed(procs):
                 _stop(p)
-    return pcap, json.loads(record.read_text())
 
 
 @dataclass
@@ -430,7 +454,14 @@ def compare(pcap: Path, record: dict, case: Case, mode: str) -> CaseResult:
 def run_case(case: Case, updates: int, keep: Path | None = None) -> list[CaseResult]:
     with tempfile.TemporaryDirectory(prefix="qlra-") as tmp:
         workdir = Path(tmp)
-        pcap, record = capture_case(case, updates, workdir)
+        for attempt in range(3):
+            try:
+                pcap, record = capture_case(case, updates, workdir)
+                break
+            except NamespaceVanished as err:
+                print(f"  {err}; running the case again", file=sys.stderr)
+                if attempt == 2:
+                    raise
         if keep is not None:
             keep.mkdir(parents=True, exist_ok=True)
             slug = "".join(ch if ch.isalnum() else "-" for ch in case.name).strip("-")

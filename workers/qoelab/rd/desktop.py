@@ -19,6 +19,7 @@ import os
 import pwd
 import re
 import secrets
+import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,12 +116,23 @@ def serve_pages(procs: ProcSet, ns: str, ip: str, pages_dir: Path, timeout: floa
     return proc, int(wait_for("page server", port, timeout, proc=proc))  # type: ignore[arg-type]
 
 
-def _wait_for_page(display: Display, timeout: float, proc: Proc | None) -> None:
+def _wait_for_page(display: Display, timeout: float, proc: Proc | None, shot: Path) -> None:
     from qoelab.rd.workload import find_link
 
-    wait_for(
-        f"browser showing the first page on {display.name}", lambda: find_link(display.grab()), timeout, proc
-    )
+    try:
+        wait_for(f"browser showing the first page on {display.name}", lambda: find_link(display.grab()), timeout, proc)
+    except SetupError:
+        save_screenshot(display, shot)
+        raise
+
+
+def save_screenshot(display: Display, path: Path) -> None:
+    """Best effort: what the screen showed when something did not come up (for the logs)."""
+    from PIL import Image
+
+    with contextlib.suppress(Exception):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(display.grab()).save(path)
 
 
 def start_vnc_server(procs: ProcSet, ns: str, ip: str, settings: dict[str, Any]) -> tuple[Display, int]:

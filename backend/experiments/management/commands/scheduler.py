@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import time
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
@@ -21,6 +23,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="run one tick and exit")
         parser.add_argument("--interval", type=float, default=2.0, help="seconds between ticks (default 2)")
+        parser.add_argument(
+            "--alive-file",
+            default=os.environ.get("QOELAB_SCHEDULER_ALIVE_FILE", "/tmp/qoelab-scheduler.alive"),
+            help="touched after every tick; --check reads it (container healthcheck)",
+        )
+        parser.add_argument(
+            "--check", action="store_true", help="exit 0 if a running scheduler ticked in the last 60 s"
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
         interval = opts["interval"]
@@ -28,6 +38,15 @@ class Command(BaseCommand):
             from django.core.management.base import CommandError
 
             raise CommandError("--interval must be positive")
+        alive = Path(opts["alive_file"])
+        if opts["check"]:
+            age = time.time() - alive.stat().st_mtime if alive.exists() else None
+            if age is None or age > 60:
+                from django.core.management.base import CommandError
+
+                raise CommandError(f"the scheduler has not ticked in the last 60 s ({alive})")
+            self.stdout.write(f"scheduler ticked {age:.0f} s ago")
+            return
         if opts["once"]:
             report = services.tick()
             self.stdout.write(str(report))
@@ -50,5 +69,7 @@ class Command(BaseCommand):
                     log.info("tick: %s", report)
             except Exception:  # keep looping through database or broker outages; say so loudly
                 log.exception("scheduler tick failed; retrying in %s s", interval)
+            else:
+                alive.touch()
             time.sleep(max(0.0, interval - (time.monotonic() - started)))
         log.info("scheduler stopped")
