@@ -15,6 +15,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+
 from experiments.models import Experiment, Sweep, Trial
 from experiments.permissions import is_researcher
 

@@ -12,12 +12,12 @@ import re
 from typing import Any
 
 from django import forms
+
+from dashboard.services import ParamInfo, describe_params, parse_value_list
 from experiments.choices import SweepOrder
 from experiments.models import Experiment
 from experiments.services import MAX_REPETITIONS
 from qoelab.jobs.base import JobType
-
-from dashboard.services import ParamInfo, describe_params, parse_value_list
 
 _FIELD = re.compile(r"^(grid|fixed)\.([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
 
@@ -116,6 +116,7 @@ class SweepForm(forms.Form):
 
     def add_spec_errors(self, errors: list[dict[str, str]]) -> None:
         """Pin each service error next to the field it names; the rest go on top of the form."""
+        typed = dict(self.cleaned_data)  # add_error() drops a field from cleaned_data
         for e in errors:
             field, message = e["field"], e["message"]
             m = _FIELD.match(field)
@@ -124,7 +125,7 @@ class SweepForm(forms.Form):
                 target = f"{where}_{param}"
                 if target in self.fields:
                     if where == "grid" and index is not None:
-                        values = parse_value_list(self.cleaned_data.get(target) or "")
+                        values = parse_value_list(typed.get(target) or "")
                         i = int(index)
                         shown = repr(values[i]) if i < len(values) else f"#{i + 1}"
                         message = f"value {shown}: {message}"

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from pydantic import BaseModel
+
 from experiments import services as experiments_services
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
-from pydantic import BaseModel
 from qoelab.jobs.base import ChartSpec, JobType
 from results import services as results_services
 from results.models import Sample, SummaryValue

@@ -10,7 +10,6 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("experiments/<int:pk>/", views.experiment_detail, name="experiment"),
     path("sweeps/new/", views.sweep_new, name="sweep_new"),
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep"),
-    path("sweeps/<int:pk>/progress.json", views.sweep_progress, name="sweep_progress"),
     path("sweeps/<int:pk>/trials/", views.sweep_trials, name="sweep_trials"),
     path("sweeps/<int:pk>/chart.json", views.sweep_chart, name="sweep_chart"),
     path("sweeps/<int:pk>/cancel/", views.sweep_cancel, name="sweep_cancel"),

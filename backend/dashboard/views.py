@@ -25,17 +25,18 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from dashboard import services
+from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
+from dashboard.forms import SweepForm
 from experiments import jobtypes
 from experiments import services as experiments_services
 from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep
 from results.models import Artifact, Sample
 
-from dashboard import services
-from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
-from dashboard.forms import SweepForm
-
 SAMPLES_PER_PAGE = 50
+RECENT_SWEEPS = 10
 
 
 @require_GET
@@ -51,7 +52,12 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
             n_failed=Count("sweeps__trials", filter=Q(sweeps__trials__status=TrialStatus.FAILED)),
         )
     )
-    return render(request, "dashboard/experiment_list.html", {"experiments": experiments})
+    recent = sweeps_for(request.user).annotate(
+        n_trials=Count("trials"),
+        n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
+        n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
+    )[:RECENT_SWEEPS]
+    return render(request, "dashboard/experiment_list.html", {"experiments": experiments, "recent": recent})
 
 
 @require_GET
@@ -137,8 +143,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = _sweep_or_404(request, pk)
     job = jobtypes.get_job(sweep.job_type)
     progress = services.progress(sweep)
-    params = services.describe_params(job) if job else []
-    swept = [p for p in sweep.grid_order or list(sweep.grid)]
+    swept = list(sweep.grid_order or sweep.grid)
     metrics = list(job.metrics) if job else []
     if job is None:
         messages.error(
@@ -155,7 +160,6 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "experiment": sweep.experiment,
         "job": job,
         "progress": progress,
-        "params": params,
         "param_columns": services.param_columns(sweep),
         "swept": swept,
         "metrics": metrics,
@@ -174,13 +178,6 @@ def sweep_trials(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = _sweep_or_404(request, pk)
     ctx = {"sweep": sweep, "trials": _trial_rows(sweep), "param_columns": services.param_columns(sweep)}
     return render(request, "dashboard/_trial_table.html", ctx)
-
-
-@require_GET
-@researcher_required
-def sweep_progress(request: HttpRequest, pk: int) -> JsonResponse:
-    sweep = _sweep_or_404(request, pk)
-    return JsonResponse(services.progress(sweep))
 
 
 @require_POST

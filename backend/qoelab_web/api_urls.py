@@ -15,4 +15,5 @@ urlpatterns = [
     path("", include("hosts.api.urls")),
     path("", include("experiments.api.urls")),
     path("", include("results.api.urls")),
+    path("", include("ratings.api.urls")),
 ]

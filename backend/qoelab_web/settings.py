@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "experiments",
     "results",
     "dashboard",
+    "ratings",
 ]
 
 MIDDLEWARE = [

@@ -7,5 +7,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("qoelab_web.api_urls")),
+    path("rate/", include("ratings.rate_urls")),
+    path("campaigns/", include("ratings.urls")),
     path("", include("dashboard.urls")),
 ]

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pyroute2 import NetNS, netns
+
 from qoelab.emulation.userspace import UserspaceLink
 
 CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
@@ -189,8 +190,10 @@ def udp_loss(pair: Pair, count: int, pps: float, payload: int = 64) -> int:
     return len(got)
 
 
-def iperf3_goodput(pair: Pair, seconds: float, omit: float, port: int = 5397) -> dict[str, float]:
-    """TCP client -> server with iperf3; goodput in bit/s (receiver side) and retransmits."""
+def iperf3_goodput(
+    pair: Pair, seconds: float, omit: float, port: int = 5397, cc: str = "cubic"
+) -> dict[str, float]:
+    """TCP client -> server with iperf3 (congestion control `cc`); receiver-side goodput, retransmits."""
     server = subprocess.Popen(
         ["ip", "netns", "exec", pair.sns, "iperf3", "-s", "-1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
@@ -201,7 +204,7 @@ def iperf3_goodput(pair: Pair, seconds: float, omit: float, port: int = 5397) ->
         out = pair.sh(
             pair.cns,
             *("iperf3", "-c", SERVER_IP, "-p", str(port), "-J"),
-            *("-t", f"{seconds:g}", "-O", f"{omit:g}"),
+            *("-t", f"{seconds:g}", "-O", f"{omit:g}", "-C", cc),
             timeout=seconds + omit + 30,
         )
     finally:

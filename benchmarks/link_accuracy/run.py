@@ -25,7 +25,9 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -38,6 +40,7 @@ from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from probes import Dir, Pair, Prof, icmp_rtts, iperf3_goodput, udp_loss  # noqa: E402
+
 from qoelab.emulation import userspace  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,6 +80,16 @@ class Row:
     cpu_pct: float
     late_p99_us: float
     queue_drops: int
+    bdp_mb: float
+    limit_pkts: int
+
+    def goodput_limit(self) -> str:
+        """A best guess at what held goodput below the target, from the emulator's own counters."""
+        if self.cpu_pct >= 85 or self.late_p99_us > 500:
+            return f"emulator CPU-bound ({self.cpu_pct:.0f} %, sends {self.late_p99_us:.0f} µs late at p99)"
+        if self.queue_drops == 0:
+            return f"the sender's TCP had not filled the {self.bdp_mb:.2g} MB BDP yet (no queue drops)"
+        return f"TCP loss recovery after {self.queue_drops} drops at the {self.limit_pkts}-packet queue"
 
 
 def quantile(values: list[float], q: float) -> float:
@@ -89,9 +102,9 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
     delay = delay_ms / 1e3
     rtt = 2 * delay
     bdp_pkts = rate * max(rtt, 0.001) / 8 / MTU
-    # A drop-tail buffer of one BDP lets one TCP flow keep the link busy; a fixed 1000 packets would
-    # be 24 s of queue at 500 kbit/s.
-    limit = max(64, math.ceil(bdp_pkts))
+    # A drop-tail buffer of one BDP plus 10 ms lets one TCP flow keep the link busy; a fixed
+    # 1000 packets would be 24 s of queue at 500 kbit/s.
+    limit = max(64, math.ceil(bdp_pkts + rate * 0.010 / 8 / MTU))
     d = Dir(rate_bps=rate, delay_s=delay, loss_pct=loss_pct, limit_pkts=limit)
     seed = int(rate_mbit * 10 + delay_ms * 1000 + loss_pct * 100)
     with Pair(prefix, Prof(up=d, down=d, mtu=MTU, seed=seed)) as pair:
@@ -146,6 +159,8 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
         cpu_pct=cpu,
         late_p99_us=max(stats["up"]["late_p99_us"], stats["down"]["late_p99_us"]),
         queue_drops=stats["up"]["dropped_queue"],
+        bdp_mb=rate * rtt / 8 / 1e6,
+        limit_pkts=limit,
     )
 
 
@@ -192,8 +207,10 @@ def host_facts() -> str:
             break
     iperf = subprocess.run(["iperf3", "--version"], capture_output=True, text=True).stdout.split("\n")[0]
     virt = subprocess.run(["systemd-detect-virt"], capture_output=True, text=True).stdout.strip() or "?"
+    cc = Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
     return (
         f"{platform.system()} {platform.release()}, {os.cpu_count()} × {cpu} (virtualisation: {virt}), "
+        f"default TCP congestion control {cc}, "
         f"{psutil.virtual_memory().total / 2**30:.0f} GiB RAM, {iperf}"
     )
 
@@ -203,9 +220,8 @@ def fmt_rate(mbit: float) -> str:
 
 
 def render(
-    rows: list[Row], base: tuple[float, float], unl: dict[str, float], command: str, took: float
+    rows: list[Row], base: tuple[float, float], unl: dict[str, float], command: str, took: float, date: str
 ) -> str:
-    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [
         START,
         "## Userspace backend: measured accuracy and speed",
@@ -247,7 +263,9 @@ def render(
         "",
         "### Grid",
         "",
-        "Same profile in both directions. Goodput: iperf3, one flow, receiver side. Added-delay error: "
+        "Same profile in both directions; queue limit max(64, BDP + 10 ms at the rate) packets. "
+        "Goodput: iperf3, one TCP flow with CUBIC (`-C cubic`), receiver side, 5 s after a 2 s "
+        "warm-up (8 s after 4 s when the RTT is 400 ms; 3 s after 1 s with loss). Added-delay error: "
         "one-way, (RTT − baseline) / 2 − probe serialisation − configured delay, 200 ICMP echoes 10 ms "
         "apart on the idle link. Loss: UDP datagrams client → server; the interval is the binomial "
         "(Clopper-Pearson) 95 % interval of the measured rate, so about 1 row in 20 falls outside it "
@@ -273,7 +291,7 @@ def render(
         if r.goodput_target.startswith("NOT MEASURED"):
             what.append("goodput not measured (iperf3 failed twice)")
         if r.goodput_target == "NOT MET":
-            what.append(f"goodput {r.goodput_pct:.1f} % of the rate")
+            what.append(f"goodput {r.goodput_pct:.1f} % of the rate; limited by {r.goodput_limit()}")
         if r.delay_target == "NOT MET":
             what.append(f"added-delay error median {r.err_median_ms:+.3f} ms / p99 {r.err_p99_ms:+.3f} ms")
         if r.loss_target == "NOT MET":
@@ -307,15 +325,34 @@ def write_doc(block: str) -> None:
     DOC.write_text(head + block + tail)
 
 
+def _raise_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="only the rate/delay corners and two lossy points")
     ap.add_argument("--rates", type=float, nargs="+", help="Mbit/s (default: the full grid's)")
     ap.add_argument("--delays", type=float, nargs="+", help="one-way ms")
     ap.add_argument("--losses", type=float, nargs="+", help="percent")
+    ap.add_argument(
+        "--prefix",
+        default="qlb",
+        help="namespace/device name prefix (default qlb; a worker's start-up cleanup removes ql*)",
+    )
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/emulation.md")
     ap.add_argument("--json", type=Path, help="also write the rows here")
+    ap.add_argument("--render", type=Path, metavar="JSON", help="only rewrite the doc from a --json file")
     args = ap.parse_args()
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        rows = [Row(**r) for r in saved["rows"]]
+        base = (saved["baseline"][0], saved["baseline"][1])
+        write_doc(render(rows, base, saved["unlimited"], saved["command"], saved["took"], saved["date"]))
+        print(f"wrote {DOC.relative_to(REPO)}")
+        return 0
+    # SIGTERM (timeout, kill) unwinds like Ctrl-C, so every namespace and emulator is removed.
+    signal.signal(signal.SIGTERM, _raise_interrupt)
 
     if os.geteuid() != 0:
         print("run.py needs root: it creates network namespaces and TUN devices", file=sys.stderr)
@@ -339,7 +376,10 @@ def main() -> int:
             for d in args.delays or DELAYS_MS
             for lo in args.losses or LOSSES_PCT
         ]
-    prefix = f"qlb{os.getpid() % 100000}"
+    if not re.fullmatch(r"[a-z][a-z0-9]{1,5}", args.prefix):
+        print("--prefix: 2 to 6 lowercase letters/digits starting with a letter", file=sys.stderr)
+        return 2
+    prefix = f"{args.prefix}{os.getpid() % 100000}"
     started = time.monotonic()
     base = baseline_rtt(prefix)
     print(f"baseline RTT median {base[0] * 1e3:.3f} ms p99 {base[1] * 1e3:.3f} ms", flush=True)
@@ -363,11 +403,12 @@ def main() -> int:
     for name in ("rates", "delays", "losses"):
         if getattr(args, name):
             command += f" --{name} " + " ".join(f"{v:g}" for v in getattr(args, name))
-    block = render(rows, base, unl, command, took)
+    date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    block = render(rows, base, unl, command, took, date)
     if args.json:
-        args.json.write_text(
-            json.dumps({"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]})
-        )
+        saved = {"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]}
+        saved |= {"command": command, "took": took, "date": date}
+        args.json.write_text(json.dumps(saved, indent=1))
     if not args.no_doc:
         write_doc(block)
         print(f"wrote {DOC.relative_to(REPO)}")

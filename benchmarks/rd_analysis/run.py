@@ -208,7 +208,8 @@ def _client(args: argparse.Namespace) -> int:
 
 
 class NamespaceVanished(RuntimeError):
-    """Someone removed our namespaces mid-run (a worker starting up cleans every ``ql*`` leftover)."""
+    """Another process removed our namespaces or killed our processes mid-run (a qoelab worker
+    starting up cleans every ``ql*`` leftover); the case is run again."""
 
 
 class HostNotCapable(RuntimeError):
@@ -376,6 +377,8 @@ def _run_in(topo: Topology, case: Case, updates: int, pcap: Path, record: Path, 
                        "--updates", str(updates), "--pause", str(pause_s), "--out", str(record)),
                 capture_output=True, text=True, timeout=60 + updates * (pause_s + 30),
             )  # fmt: skip
+            if client.returncode < 0:  # we never signal the client: another process's cleanup did
+                raise NamespaceVanished(f"the benchmark client was killed by signal {-client.returncode}")
             if client.returncode != 0:
                 raise RuntimeError(
                     f"benchmark client failed (exit {client.returncode}): {client.stderr.strip()[-800:]}"

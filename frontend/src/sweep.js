@@ -1,7 +1,7 @@
 /* Sweep page: live progress without reload, preset charts and the custom-chart control.
  *
- * Reads its URLs from data- attributes the template writes, polls the progress JSON every 2 s
- * while trials are open, and when the number of finished trials changes it re-fetches the trial
+ * Reads its URLs from data- attributes the template writes, polls the sweep in the REST API
+ * (GET /api/sweeps/<id>/, session-authenticated) every 2 s while trials are open, and when the number of finished trials changes it re-fetches the trial
  * table (server-rendered HTML fragment) and redraws the charts. Needs charts.js loaded first.
  */
 (function () {
@@ -84,6 +84,19 @@
     if (r.ok) holder.innerHTML = await r.text();
   }
 
+  // The REST API's sweep (GET /api/sweeps/<id>/) carries the backend's progress; flatten it and
+  // name the state the same way the server-rendered page does (dashboard.services.progress).
+  function fromApi(sweep) {
+    const p = sweep.progress;
+    const c = p.counts;
+    const finished = p.total > 0 && p.done === p.total;
+    let state = "waiting";
+    if (finished) state = p.cancelled ? "cancelled" : "finished";
+    else if (p.blocked) state = "blocked";
+    else if (c.running || p.done) state = "running";
+    return { ...c, total: p.total, done: p.done, finished, state, eta_s: p.eta_s, blocked: p.blocked };
+  }
+
   function showProgress(root, p) {
     const bar = root.querySelector("progress");
     bar.max = Math.max(p.total, 1);
@@ -109,7 +122,7 @@
     async function tick() {
       if (stopped) return;
       try {
-        const p = await getJson(root.dataset.progressUrl);
+        const p = fromApi(await getJson(root.dataset.progressUrl));
         showProgress(root, p);
         if (p.done !== lastDone) {
           lastDone = p.done;

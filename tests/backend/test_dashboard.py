@@ -12,9 +12,10 @@ from django.contrib.auth.models import User
 from django.core.files.base import ContentFile
 from django.test import Client
 from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, Field
+
 from experiments.models import Experiment, Sweep
 from experiments.services import create_sweep
-from pydantic import BaseModel, ConfigDict, Field
 from qoelab import params
 from qoelab.jobs import REGISTRY
 from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialResult
@@ -140,7 +141,7 @@ def test_bob_cannot_see_anything_of_alices_sweep(
     urls = [
         f"/experiments/{sweep.experiment_id}/",
         f"/sweeps/{sweep.pk}/",
-        f"/sweeps/{sweep.pk}/progress.json",
+        f"/api/sweeps/{sweep.pk}/",  # what the page polls for progress
         f"/sweeps/{sweep.pk}/trials/",
         f"/sweeps/{sweep.pk}/chart.json?preset=goodput",
         f"/sweeps/{sweep.pk}/export/summaries.csv",
@@ -153,6 +154,7 @@ def test_bob_cannot_see_anything_of_alices_sweep(
         assert as_bob.get(url).status_code == 404, url
     assert as_bob.post(f"/sweeps/{sweep.pk}/cancel/").status_code == 404
     assert b"links" not in as_bob.get("/").content
+    assert f'href="/sweeps/{sweep.pk}/"' in client_for(alice).get("/").content.decode()  # recent sweeps
     # Alice herself reaches every one of them, and staff do too.
     as_alice = client_for(alice)
     for url in urls:
@@ -203,14 +205,15 @@ def test_it_creates_a_sweep_from_the_form_with_the_same_service_as_the_api(
 def test_an_out_of_bounds_value_is_shown_next_to_its_field_naming_the_bound_and_nothing_is_created(
     client_for, alice, demo_job
 ) -> None:
-    r = client_for(alice).post("/sweeps/new/", _form(grid_rate="1mbit, 20gbit", fixed_delay="3s"))
+    r = client_for(alice).post("/sweeps/new/", _form(grid_rate="1mbit, 20gbit, fast", fixed_delay="3s"))
     html = r.content.decode()
     assert r.status_code == 400
     assert "Nothing was created" in html
     # The message sits in the error list tied to the rate input and names the value and the bound.
     assert 'id="id_grid_rate_errors"' in html
     rate_errors = html.split('id="id_grid_rate_errors"')[1].split("</ul>")[0]
-    assert "20gbit" in rate_errors and "at most 10gbit/s" in rate_errors
+    assert "value &#x27;20gbit&#x27;: must be at most 10gbit/s" in rate_errors
+    assert "value &#x27;fast&#x27;: cannot read" in rate_errors
     delay_errors = html.split('id="id_fixed_delay_errors"')[1].split("</ul>")[0]
     assert "at most 1s" in delay_errors
     assert not Experiment.objects.exists() and not Sweep.objects.exists()
@@ -328,20 +331,25 @@ def test_the_samples_csv_has_one_row_per_sample_with_every_value_key(client_for,
     ]
 
 
-def test_progress_reports_done_total_failures_and_state(client_for, alice, demo_job) -> None:
+def test_the_sweep_page_shows_progress_and_polls_the_api_with_the_same_numbers(
+    client_for, alice, demo_job
+) -> None:
     sweep = _sweep(alice, {"rate": ["1mbit", "2mbit", "3mbit"]})
     c = client_for(alice)
-    p = c.get(f"/sweeps/{sweep.pk}/progress.json").json()
-    assert (p["done"], p["total"], p["finished"]) == (0, 3, False)
-    assert "no live worker" in p["blocked"]
+    page = c.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'data-field="done">0<' in page and 'data-field="total">3<' in page
+    assert "no live worker" in page  # why nothing runs: no host has sent a heartbeat
+    assert f'data-progress-url="/api/sweeps/{sweep.pk}/"' in page
     first, second, _ = sweep.trials.order_by("index")
     _finish_one(first, "succeeded")
     _finish_one(second, "failed")
-    p = c.get(f"/sweeps/{sweep.pk}/progress.json").json()
-    assert (p["done"], p["succeeded"], p["failed"], p["pending"]) == (2, 1, 1, 1)
-    assert p["state"] in ("blocked", "running")
     page = c.get(f"/sweeps/{sweep.pk}/").content.decode()
     assert 'data-field="done">2<' in page and 'data-field="failed">1<' in page
+    assert 'data-field="succeeded">1<' in page and 'data-field="waiting">1<' in page
+    # The fields sweep.js reads from the API (session login, as in the browser).
+    p = c.get(f"/api/sweeps/{sweep.pk}/").json()["progress"]
+    assert (p["total"], p["done"], p["counts"]["failed"], p["counts"]["pending"]) == (3, 2, 1, 1)
+    assert {"eta_s", "blocked", "cancelled"} <= set(p)
 
 
 def _finish_one(trial, status: str) -> None:
@@ -357,10 +365,14 @@ def _finish_one(trial, status: str) -> None:
 def test_cancel_stops_waiting_trials_and_the_sweep_reads_cancelled(client_for, alice, demo_job) -> None:
     sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
     c = client_for(alice)
-    r = c.post(f"/sweeps/{sweep.pk}/cancel/")
-    assert r.status_code == 302
-    p = c.get(f"/sweeps/{sweep.pk}/progress.json").json()
-    assert (p["cancelled"], p["finished"], p["state"]) == (2, True, "cancelled")
+    page = c.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'id="cancel-sweep"' in page
+    r = c.post(f"/sweeps/{sweep.pk}/cancel/", follow=True)
+    page = r.content.decode()
+    assert "2 waiting trials stopped" in page
+    assert 'data-field="cancelled">2<' in page and 'data-state="cancelled"' in page
+    assert 'id="cancel-sweep"' not in page
+    assert set(sweep.trials.values_list("status", flat=True)) == {"cancelled"}
 
 
 def test_the_trial_page_shows_summary_error_and_artifact_download(

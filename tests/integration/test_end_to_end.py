@@ -97,7 +97,9 @@ def test_sweep_run_wait_shows_progress_and_exits_zero_when_every_trial_succeeded
     assert "2/2 done, 0 running, 0 failed" in out.stderr
 
 
-def test_a_worker_killed_mid_trial_is_noticed_and_the_trial_runs_again_after_a_restart(lab_stack: Any) -> None:
+def test_a_worker_killed_mid_trial_is_noticed_and_the_trial_runs_again_after_a_restart(
+    lab_stack: Any,
+) -> None:
     from experiments.models import Trial
     from fixtures.stack import HEARTBEAT_TIMEOUT_S, namespaces
 
@@ -155,3 +157,38 @@ def test_a_trial_that_exhausts_its_attempts_fails_with_the_reason(lab_stack: Any
     assert "heartbeat" in failed.error and lab_stack.host_name in failed.error, failed.error
     lab_stack.worker.start()
     lab_stack.wait_for_heartbeat(after=time.time())
+
+
+def test_a_pool_process_killed_mid_trial_is_reported_and_its_leftovers_removed(lab_stack: Any) -> None:
+    import json
+    import signal
+
+    from experiments.models import Trial
+    from fixtures.stack import namespaces
+
+    api = lab_stack.api()
+    sweep = api.post("/api/sweeps/", _spec("pool child killed", duration="6s"), "creating the sweep")
+    trial = lab_stack.wait_for(
+        "the trial to start running",
+        lambda: Trial.objects.filter(sweep_id=sweep["id"], status="running").first(),
+        timeout=60,
+    )
+    first_prefix = trial.prefix
+    lab_stack.wait_for(f"namespaces of {first_prefix}", lambda: namespaces(first_prefix), timeout=30)
+    markers = list((lab_stack.worker.workdir / "running").glob(f"{trial.pk}.*.json"))
+    assert len(markers) == 1, markers
+    pid = json.loads(markers[0].read_text())["pid"]
+    assert pid != lab_stack.worker.proc.pid, "the trial must run in a pool process, not the main one"
+
+    os.kill(pid, signal.SIGKILL)  # as the hard time limit or the OOM killer would
+
+    # The main process notices at its next heartbeat, cleans the prefix and reports a lost run,
+    # which the backend retries; the worker itself stays up and runs attempt 2.
+    lab_stack.wait_for("the leftovers to be cleaned", lambda: not namespaces(first_prefix), timeout=30)
+    done = lab_stack.wait_for("the sweep to finish", lambda: _sweep_done(lab_stack, sweep["id"]), timeout=150)
+    (row,) = _trials(lab_stack, done["id"])
+    assert row["status"] == "succeeded", row["error"]
+    assert row["attempts"] == 2
+    detail = api.get(f"/api/trials/{row['id']}/")
+    assert "the worker process running this trial died" in detail["attempt_log"][0]["reason"]
+    assert lab_stack.worker.alive()

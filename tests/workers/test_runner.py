@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 import pytest
 from pydantic import BaseModel, ConfigDict
+
 from qoelab import params, runner
 from qoelab.errors import QoelabError
 from qoelab.jobs.base import JobType, TrialContext, TrialResult

@@ -18,7 +18,10 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -39,9 +42,11 @@ CAPABILITY_REFRESH_S = 300.0
 HARD_LIMIT_MARGIN_S = 120
 DEFAULT_HARD_LIMIT_S = 3600
 # The emulation names everything it creates outside a trial "ql..."; at start the worker removes
-# what a killed predecessor left under it. Per-trial prefixes (from the backend) are cleaned through
-# the running markers, which survive a SIGKILL of the whole worker.
-LEFTOVER_PREFIX = "ql"
+# what a killed predecessor left under it (one worker per lab host owns the host's namespaces).
+# Per-trial prefixes (from the backend) are cleaned through the running markers, which survive a
+# SIGKILL of the whole worker. Tests on a shared machine set their own prefix so a test worker
+# never removes another test's namespaces.
+LEFTOVER_PREFIX = os.environ.get("QOELAB_LEFTOVER_PREFIX") or "ql"
 
 
 @dataclasses.dataclass
@@ -193,7 +198,7 @@ def scan_markers() -> tuple[list[str], list[tuple[Path, dict[str, Any]]]]:
 
 def reap_dead_markers(client: Any, reason: str) -> list[str]:
     """Report trials whose pool process died as failed, clean their prefix, drop the markers."""
-    from qoelab.runner import PREFIX_RE, cleanup_prefix
+    from qoelab.runner import PREFIX_RE
 
     running, dead = scan_markers()
     reaped = []
@@ -205,10 +210,7 @@ def reap_dead_markers(client: Any, reason: str) -> list[str]:
         prefix = str(info.get("prefix") or "")
         log.error("trial %s: its worker process %s is gone (%s)", trial, info.get("pid"), reason)
         if PREFIX_RE.match(prefix):
-            try:
-                cleanup_prefix(prefix)
-            except Exception as err:
-                log.error("trial %s: cleanup of %s* failed: %s", trial, prefix, err)
+            cleanup_isolated(prefix)
         if prefix:  # no prefix: it died before its claim, so the trial never started here
             try:
                 # Not the measurement's fault: let the backend give it another attempt.
@@ -217,9 +219,36 @@ def reap_dead_markers(client: Any, reason: str) -> list[str]:
                 )
             except QoelabError as err:
                 log.warning("trial %s: could not report the lost run: %s", trial, err)
+        for workdir in Path(settings.workdir).glob(f"trial-{trial}-*"):
+            shutil.rmtree(workdir, ignore_errors=True)
         path.unlink(missing_ok=True)
         reaped.append(trial)
     return reaped
+
+
+def cleanup_isolated(prefix: str, timeout: float = 120) -> bool:
+    """Run the emulation cleanup for ``prefix`` in a child process, bounded in time.
+
+    The main process has threads (heartbeat, Celery's consumer); namespace code that forks or
+    blocks must neither deadlock nor stall them, so it runs in a fresh interpreter.
+    """
+    code = (
+        "import sys; from qoelab.runner import cleanup_prefix; print(', '.join(cleanup_prefix(sys.argv[1])))"
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "-c", code, prefix], capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        log.error("cleanup of %s* did not finish within %g s", prefix, timeout)
+        return False
+    if out.stdout.strip():
+        log.info("cleanup %s: removed %s", prefix, out.stdout.strip())
+    for line in out.stderr.strip().splitlines()[-20:]:
+        log.warning("cleanup %s: %s", prefix, line)
+    if out.returncode != 0:
+        log.error("cleanup of %s* failed (exit status %s)", prefix, out.returncode)
+    return out.returncode == 0
 
 
 # --- backend client and heartbeat -------------------------------------------------------------
@@ -271,21 +300,35 @@ def heartbeat_body(running: list[str]) -> dict[str, Any]:
 
 
 def send_heartbeat() -> dict[str, Any]:
-    client = backend_client()
-    reap_dead_markers(client, "the worker process running this trial died")
-    running, _ = scan_markers()
-    return client.heartbeat(heartbeat_body(running))
+    running, dead = scan_markers()
+    # A lost run stays listed until the reaper has cleaned it up and reported why it ended, so the
+    # backend neither guesses the reason nor hands the trial out again while its leftovers exist.
+    lost = [str(info.get("trial")) for _, info in dead if info.get("prefix")]
+    return backend_client().heartbeat(heartbeat_body(sorted(set(running) | set(lost))))
 
 
 class HeartbeatThread(threading.Thread):
+    """Beats every ``interval``; hands dead markers to a reaper thread so a slow cleanup never
+    delays a heartbeat (the backend would declare the whole host lost)."""
+
     def __init__(self, interval: float = HEARTBEAT_INTERVAL_S) -> None:
         super().__init__(name="qoelab-heartbeat", daemon=True)
         self.interval = interval
         self.stop_event = threading.Event()
+        self.reaper: threading.Thread | None = None
+
+    def _reap(self) -> None:
+        try:
+            reap_dead_markers(backend_client(), "the worker process running this trial died")
+        except Exception as err:
+            log.error("reaping lost trials failed: %s: %s", type(err).__name__, err)
 
     def run(self) -> None:
         while not self.stop_event.is_set():
             try:
+                if scan_markers()[1] and (self.reaper is None or not self.reaper.is_alive()):
+                    self.reaper = threading.Thread(target=self._reap, name="qoelab-reaper", daemon=True)
+                    self.reaper.start()
                 send_heartbeat()
             except Exception as err:  # keep beating; the backend may be restarting
                 log.warning("heartbeat failed: %s", err)
@@ -318,8 +361,6 @@ def startup() -> dict[str, Any]:
     client = backend_client()
     reap_dead_markers(client, "the worker was restarted while the trial ran")
     for stale in settings.workdir.glob("trial-*"):
-        import shutil
-
         shutil.rmtree(stale, ignore_errors=True)
     answer = client.heartbeat(heartbeat_body([]))
     log.info("registered with %s as %s, consuming %s", settings.backend_url, settings.name, settings.queue)

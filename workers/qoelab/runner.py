@@ -71,14 +71,14 @@ def default_job_lookup(name: str) -> JobType:
     return jobs.get(name)
 
 
-def cleanup_prefix(prefix: str) -> None:
+def cleanup_prefix(prefix: str) -> list[str]:
     """Remove namespaces, links and processes left under ``prefix`` (the emulation package's job)."""
     try:
         from qoelab.emulation.cleanup import cleanup_leftovers
     except ImportError as err:
         log.warning("cannot clean up %s*: the emulation cleanup is not available (%s)", prefix, err)
-        return
-    cleanup_leftovers(prefix)
+        return []
+    return list(cleanup_leftovers(prefix) or [])
 
 
 @contextlib.contextmanager

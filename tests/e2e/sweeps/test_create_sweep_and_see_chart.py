@@ -11,10 +11,11 @@ import re
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 pytestmark = [pytest.mark.e2e, pytest.mark.celery, pytest.mark.netns, pytest.mark.slow]
 
-FINISH_TIMEOUT_MS = 300_000  # two link checks of ~20 s each, plus scheduling, with a wide margin
+FINISH_TIMEOUT_MS = 300_000  # four link checks of ~10 s each, plus scheduling, with a wide margin
 
 # The preset chart "rate" of link_check: measured TCP goodput against the configured rate.
 CHART_POINTS_JS = """() => {
@@ -23,7 +24,10 @@ CHART_POINTS_JS = """() => {
   if (!chart) return null;
   return chart.data.datasets
     .filter((d) => d.qoelabErrorBars)
-    .map((d) => ({label: d.label, points: d.data.map((p) => ({x: p.x, y: p.y, n: p.n}))}));
+    .map((d) => ({
+      label: d.label,
+      points: d.data.map((p) => ({x: p.x, y: p.y, yMin: p.yMin, yMax: p.yMax, n: p.n})),
+    }));
 }"""
 
 
@@ -48,13 +52,13 @@ def test_a_researcher_creates_a_sweep_in_the_form_and_sees_its_chart_fill(
     page.get_by_label("rate: values to sweep", exact=True).fill("5mbit, 10mbit")
     page.get_by_label("delay: fixed value", exact=True).fill("5ms")
     page.get_by_label("duration: fixed value", exact=True).fill("1s")
-    page.get_by_label("Repetitions").fill("1")
+    page.get_by_label("Repetitions").fill("2")
     page.get_by_role("button", name="Create sweep").click()
 
     page.wait_for_url(re.compile(r"/sweeps/\d+/$"))
     page.get_by_role("heading", name="two rates").wait_for()
     sweep_id = int(page.url.rstrip("/").rsplit("/", 1)[1])
-    assert page.locator('[data-field="total"]').inner_text() == "2"
+    assert page.locator('[data-field="total"]').inner_text() == "4"
     # Marks this document: if the page reloaded itself, the mark would be gone.
     page.evaluate("() => { window.qoelabNoReload = true; }")
 
@@ -70,21 +74,25 @@ def test_a_researcher_creates_a_sweep_in_the_form_and_sees_its_chart_fill(
 
     assert page.evaluate("() => window.qoelabNoReload") is True, "the page reloaded instead of polling"
     progress = page.locator("#progress")
-    assert progress.locator('[data-field="done"]').inner_text() == "2"
+    assert progress.locator('[data-field="done"]').inner_text() == "4"
+    # The table is re-fetched right after the progress shows the last trial done.
     trials = page.get_by_role("table", name="Trials")
+    expect(trials.locator("tbody tr:not([data-status=running]):not([data-status=queued])")).to_have_count(4)
     statuses = trials.locator("tbody tr").evaluate_all("rows => rows.map(r => r.dataset.status)")
     errors = trials.locator("td.error").all_inner_texts()
-    assert statuses == ["succeeded", "succeeded"], f"trial errors: {errors}"
+    assert statuses == ["succeeded"] * 4, f"trial errors: {errors}"
     assert progress.locator('[data-field="failed"]').inner_text() == "0"
 
     # The chart refreshes when trials finish; wait for both points, then read them from Chart.js.
+    # Each point is the mean of the two repetitions with its 95 % interval as whiskers.
     count = f"({CHART_POINTS_JS})()?.flatMap((d) => d.points).length"
     page.wait_for_function(f"() => {count} === 2", timeout=30_000)
     series = page.evaluate(CHART_POINTS_JS)
     assert [s["label"] for s in series] == ["delay = 5ms"]
     points = series[0]["points"]
     assert [p["x"] for p in points] == [5, 10]  # Mbit/s on the axis
-    assert all(p["n"] == 1 for p in points)
+    assert all(p["n"] == 2 for p in points)
+    assert all(p["yMin"] <= p["y"] <= p["yMax"] for p in points), points
     # Goodput measured through the emulated link: positive and not above the configured rate
     # by more than measurement noise (the link check's own tolerances are tested elsewhere).
     for p in points:

@@ -11,10 +11,11 @@ import sys
 
 import dpkt
 import pytest
+from scipy import stats
+
 from qoelab.errors import ParameterError
 from qoelab.rd.analysis import CaptureError, Endpoint, Stat, analyze, parse_endpoint, read_packets
 from qoelab.rd.clicks import Click, clicks_from_json, load_clicks, save_clicks
-from scipy import stats
 
 _spec = importlib.util.spec_from_file_location("rd_test_pcaps", pathlib.Path(__file__).with_name("pcaps.py"))
 pcaps = sys.modules.setdefault("rd_test_pcaps", importlib.util.module_from_spec(_spec))
@@ -110,6 +111,17 @@ def test_it_counts_retransmitted_bytes_in_x_and_reports_unique_bytes_without_the
     assert u.bytes_down == 5000 and u.bytes_down_unique == 4000
     assert u.retransmissions_down == 2 and u.retransmissions_up == 1
     assert u.bytes_up == 10 + 3 + 3
+
+
+def test_a_spurious_retransmission_after_the_last_new_byte_does_not_end_the_update(tmp_path):
+    cap = pcaps.Capture()
+    conn = cap.conn(40001)
+    conn.up(1.001, 10)
+    conn.down(1.010, 1000)
+    conn.down(1.020, 1000)
+    conn.resend(1.250, "down", conn.sent["down"][1])  # tail-loss probe: the bytes had arrived
+    (u,) = analyze(cap.write(tmp_path / "tlp.pcap"), [click(0, 1.0)]).updates
+    assert near(u.T_s, 0.019) and u.bytes_down == 2000 and u.retransmissions_down == 0
 
 
 def test_it_records_a_click_without_response_as_timed_out(tmp_path):

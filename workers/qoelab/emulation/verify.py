@@ -78,7 +78,8 @@ def _iperf(link: EmulatedLink, args: list[str], timeout: float) -> dict[str, Any
     try:
         data = json.loads(out.stdout)
     except json.JSONDecodeError:
-        raise RuntimeError(f"iperf3 gave no JSON: {(out.stderr or out.stdout).strip()[-300:]}") from None
+        detail = (out.stderr or out.stdout).strip()[-300:] or "no output"
+        raise RuntimeError(f"iperf3 exited with code {out.returncode} and no JSON: {detail}") from None
     if data.get("error"):
         raise RuntimeError(f"iperf3 failed: {data['error']}")
     return data

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable
@@ -207,11 +208,14 @@ def run_bench(
         if capture is not None:
             capture.stop()
         procs.stop_all()
+        for profile in workdir.glob("chromium-profile-*"):
+            shutil.rmtree(profile, ignore_errors=True)  # browser state, not a result
         from qoelab.rd.cleanup import cleanup_leftovers
 
         leftovers = cleanup_leftovers(prefix, namespaces=[server_ns, client_ns])
         if leftovers:
-            log.warning("%s: cleanup removed %s", prefix, ", ".join(leftovers))
+            # Expected for X2Go (the session's processes are sshd's children, not ours).
+            log.info("%s: cleanup removed %s", prefix, ", ".join(leftovers))
         timings["teardown_s"] = time.monotonic() - t2
     from qoelab.rd.clicks import save_clicks
 
@@ -234,8 +238,15 @@ def run_bench(
     except ImportError as err:  # the analysis module is optional for the driver itself
         result["analysis_error"] = f"packet analysis not available: {err}"
         return result
-    analyzed = analysis.analyze(pcap, clicks, server=None, quiet_s=quiet_s, timeout_s=update_timeout_s)
+    server_ep = analysis.parse_endpoint(server_ip)
+    analyzed = analysis.analyze(pcap, clicks, server=server_ep, quiet_s=quiet_s, timeout_s=update_timeout_s)
     doc = analyzed.to_json()
+    by_index = {c.index: c for c in clicks}
+    for update in doc.get("updates") or []:
+        # Pixel timing beside packet timing: click -> last change of the client screen.
+        click = by_index.get(update.get("index"))
+        stable = click.pixel_stable_t if click else None
+        update["pixel_ms"] = (stable - click.t) * 1e3 if click and stable else None
     result["updates"] = doc.get("updates")
     result["summary"] = doc.get("summary")
     result["analysis"] = {k: v for k, v in doc.items() if k not in ("updates", "summary")}

@@ -86,7 +86,7 @@ def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[
         m = re.fullmatch(r"/tmp/\.X(\d+)-lock", lock)
         if m and lo <= int(m.group(1)) < hi and display_free(int(m.group(1))):
             removed.append(f"stale X lock :{m.group(1)}")
-    for path in glob.glob(f"/tmp/{prefix}*-x2go-*"):
+    for path in [*glob.glob(f"/tmp/{prefix}*-x2go-*"), *glob.glob(f"/usr/local/bin/qoelab-rd-{prefix}*")]:
         with contextlib.suppress(OSError):
             if os.path.isdir(path):
                 shutil.rmtree(path)

@@ -8,6 +8,7 @@ SPICE image compression auto_glz (server side, see ``desktop.py``); X2Go link AD
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,11 @@ def start_viewer(
     else:
         raise ParameterError("protocol", f"must be one of vnc, spice, x2go, got {protocol!r}")
     os.makedirs(workdir, exist_ok=True)
-    return procs.spawn(f"viewer-{protocol}", argv, ns=ns, env=env)
+    proc = procs.spawn(f"viewer-{protocol}", argv, ns=ns, env=env)
+    if protocol == "x2go":
+        # With --terminate-on-ctrl-c, SIGINT ends the server-side session too, not just the client.
+        proc.stop_signal = signal.SIGINT
+    return proc
 
 
 # remote-viewer draws client-side decorations (a 5 px shadow each side) and, even in kiosk mode,

@@ -120,7 +120,12 @@ def _wait_for_page(display: Display, timeout: float, proc: Proc | None, shot: Pa
     from qoelab.rd.workload import find_link
 
     try:
-        wait_for(f"browser showing the first page on {display.name}", lambda: find_link(display.grab()), timeout, proc)
+        wait_for(
+            f"browser showing the first page on {display.name}",
+            lambda: find_link(display.grab()),
+            timeout,
+            proc,
+        )
     except SetupError:
         save_screenshot(display, shot)
         raise
@@ -234,20 +239,18 @@ def ensure_rd_user() -> tuple[str, str]:
         pwd.getpwnam(RD_USER)
     except KeyError:
         useradd = require_tool("useradd", "passwd")
-        res = subprocess.run(
-            [useradd, "-m", "-s", "/bin/bash", "-c", "qoelab remote-desktop benchmark", RD_USER],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+        argv = [useradd, "-m", "-s", "/bin/bash", "-c", "qoelab remote-desktop benchmark", RD_USER]
+        res = subprocess.run(argv, capture_output=True, text=True, check=False)
         if res.returncode != 0:
-            raise SetupError(f"cannot create user {RD_USER}: {res.stderr.strip()}")
+            raise SetupError(f"cannot create user {RD_USER}: {res.stderr.strip()}") from None
         with contextlib.suppress(FileNotFoundError):
             secret.unlink()
     if not secret.exists():
         password = secrets.token_urlsafe(18)
+        chpasswd = require_tool("chpasswd", "passwd")
         res = subprocess.run(
-            [require_tool("chpasswd", "passwd")], input=f"{RD_USER}:{password}\n", capture_output=True, text=True,
-            check=False,
-        )  # fmt: skip
+            [chpasswd], input=f"{RD_USER}:{password}\n", capture_output=True, text=True, check=False
+        )
         if res.returncode != 0:
             raise SetupError(f"cannot set the password of {RD_USER}: {res.stderr.strip()}")
         fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -289,20 +292,28 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 """
     )
     proc = procs.spawn("sshd", [sshd, "-D", "-e", "-f", str(conf)], ns=ns)
-    wait_for("sshd", lambda: "listening on" in proc.log_tail(10).lower() or "Server listening" in proc.log_tail(10),
-             10, proc=proc)  # fmt: skip
+    wait_for("sshd", lambda: "server listening on" in proc.log_tail(10).lower(), 10, proc=proc)
     return proc
 
 
-def x2go_session_script(url: str, prefix: str) -> str:
-    """A script the X2Go session runs as the RD user: the kiosk browser on the agent's display."""
-    path = Path(f"/tmp/{prefix}-x2go-session.sh")
+SESSION_BIN_DIR = Path("/usr/local/bin")
+
+
+def x2go_session_command(url: str, prefix: str) -> str:
+    """A per-trial program in the server's PATH that starts the kiosk browser; returns its name.
+
+    python-x2go only runs a command whose program name ``which`` finds on the server, and it
+    mangles commands containing '/' (it derives the session type from the basename), so the URL
+    and the profile path cannot be arguments: they live in this script. Removed at cleanup.
+    """
+    name = f"qoelab-rd-{prefix}"
     argv = chromium_argv(url, f"/tmp/{prefix}-x2go-chromium")
+    path = SESSION_BIN_DIR / name
     path.write_text(
-        "#!/bin/sh\n# qoelab RD trial session (X2Go): kiosk browser\nexec " + " ".join(argv) + "\n"
+        "#!/bin/sh\n# qoelab RD trial (X2Go session): kiosk browser\nexec " + " ".join(argv) + "\n"
     )
     path.chmod(0o755)
-    return str(path)
+    return name
 
 
 def start_server_side(
@@ -328,17 +339,14 @@ def start_server_side(
         user, password = ensure_rd_user()
         start_sshd(procs, ns, ip, port, workdir, user)
         side = ServerSide(protocol, ns, ip, port, url, user=user, password=password)
-        side.session_script = x2go_session_script(url, prefix)
+        side.session_script = x2go_session_command(url, prefix)
         return side
     else:
         raise ParameterError("protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
-    browser = procs.spawn(
-        "chromium",
-        chromium_argv(url, str(workdir / "chromium-profile")),
-        ns=ns,
-        env={"DISPLAY": display.name},
-    )
-    _wait_for_page(display, browser_timeout, browser)
+    profile = workdir / f"chromium-profile-{display.number}"
+    shutil.rmtree(profile, ignore_errors=True)  # a fresh profile: no session restore, no lock
+    browser = procs.spawn("chromium", chromium_argv(url, str(profile)), ns=ns, env={"DISPLAY": display.name})
+    _wait_for_page(display, browser_timeout, browser, workdir / "logs" / "server-screen.png")
     return ServerSide(protocol, ns, ip, port, url, display=display, browser=browser)
 
 

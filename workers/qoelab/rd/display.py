@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -135,8 +136,13 @@ class Display:
             env=self.env(),
             timeout=5,
         )
+        root = run([require_tool("xwininfo", "x11-utils"), "-root"], env=self.env(), timeout=5).stdout
+        m = re.search(r"Window id: (0x[0-9a-f]+)", root)
+        root_id = int(m.group(1), 16) if m else -1
         found = []
         for wid in res.stdout.split():
+            if int(wid) == root_id:
+                continue
             geo = run(
                 [require_tool("xdotool", "xdotool"), "getwindowgeometry", "--shell", wid],
                 env=self.env(),

@@ -65,6 +65,7 @@ class Proc:
     name: str
     popen: subprocess.Popen
     log_path: Path
+    stop_signal: int = signal.SIGTERM
 
     @property
     def pid(self) -> int:
@@ -80,8 +81,8 @@ class Proc:
             return ""
         return " | ".join(lines[-n:])
 
-    def stop(self, timeout: float = 3.0, sig: int = signal.SIGTERM) -> None:
-        for s in (sig, signal.SIGKILL):
+    def stop(self, timeout: float = 3.0, sig: int | None = None) -> None:
+        for s in (sig or self.stop_signal, signal.SIGKILL):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.popen.pid, s)
             try:

@@ -25,7 +25,7 @@ WIDTH, HEIGHT = 800, 600
 LINK_W, LINK_H = 160, 56
 LINK_RGB = (224, 16, 122)
 MAX_PAGES = 100
-_WORDS = (
+_WORDS = (  # noqa: SIM905 - one string reads better than 49 list items
     "remote desktop protocol screen update image event transfer bandwidth delay loss network "
     "client server frame pixel window cursor click page link response time throughput quality "
     "experience evaluation mean opinion score thin terminal virtual machine hypervisor compression "
@@ -129,7 +129,8 @@ def _page_html(
     )
     text_left = images[0][1].w if images and ratio < 1 else 0
     text_block = (
-        f'<div style="position:absolute;left:{text_left + 12}px;top:8px;right:12px;bottom:8px;overflow:hidden;'
+        f'<div style="position:absolute;left:{text_left + 12}px;top:8px;right:12px;bottom:8px;'
+        "overflow:hidden;"
         f'font:15px/1.45 sans-serif;color:#111">{text}</div>'
         if ratio < 1
         else ""
@@ -142,7 +143,8 @@ def _page_html(
         "a.next{position:absolute;display:block;text-decoration:none;color:#fff;font:bold 22px sans-serif;"
         "text-align:center;cursor:default}</style></head><body>"
         f"{imgs}{text_block}"
-        f'<a class="next" href="{nxt}" style="left:{link.x}px;top:{link.y}px;width:{link.w}px;height:{link.h}px;'
+        f'<a class="next" href="{nxt}" style="left:{link.x}px;top:{link.y}px;'
+        f"width:{link.w}px;height:{link.h}px;"
         f'line-height:{link.h}px;background:rgb({r},{g},{b})">NEXT {number}</a>'
         "</body></html>\n"
     )

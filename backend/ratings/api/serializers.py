@@ -1,0 +1,144 @@
+"""Serializers of the ratings API (researcher campaign CRUD and the evaluator endpoints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from ratings.choices import CampaignMode, Stage
+from ratings.models import Campaign, Condition, Evaluator
+
+
+class AspectSerializer(serializers.Serializer):
+    key = serializers.RegexField(r"^[a-z][a-z0-9_]{0,63}$")
+    label = serializers.CharField(max_length=100)
+
+
+class ConditionSerializer(serializers.ModelSerializer):
+    recording = serializers.PrimaryKeyRelatedField(read_only=True)
+    reference = serializers.PrimaryKeyRelatedField(read_only=True)
+
+    class Meta:
+        model = Condition
+        fields = [
+            "id", "label", "params", "kind", "repeat_of", "recording", "reference",
+            "measured_tcp_bps", "source_trials", "position",
+        ]  # fmt: skip
+        read_only_fields = fields
+
+
+class ConditionInputSerializer(serializers.Serializer):
+    label = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    params = serializers.DictField(
+        help_text="protocol, rate, delay, loss ... (rate/delay/loss in human units)"
+    )
+    measured_tcp_bps = serializers.FloatField(required=False, allow_null=True, min_value=1)
+    recording = serializers.IntegerField(required=False, allow_null=True, help_text="video artifact id")
+    reference = serializers.IntegerField(required=False, allow_null=True, help_text="video artifact id")
+
+
+class EvaluatorSerializer(serializers.ModelSerializer):
+    state = serializers.CharField(read_only=True)
+    total = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Evaluator
+        fields = [
+            "id",
+            "label",
+            "state",
+            "position",
+            "total",
+            "invited_at",
+            "first_opened_at",
+            "consent_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class CampaignSerializer(serializers.ModelSerializer):
+    conditions = ConditionSerializer(many=True, read_only=True)
+    evaluators = EvaluatorSerializer(many=True, read_only=True)
+    aspects = AspectSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Campaign
+        fields = [
+            "id", "name", "description", "sweep", "mode", "aspects", "screens_per_condition", "status",
+            "created", "opened_at", "closed_at", "conditions", "evaluators",
+        ]  # fmt: skip
+        read_only_fields = [
+            "sweep", "mode", "aspects", "screens_per_condition", "status",
+            "created", "opened_at", "closed_at",
+        ]  # fmt: skip
+
+
+class CampaignCreateSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=200)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+    mode = serializers.ChoiceField(choices=CampaignMode.choices, default=CampaignMode.RECORDED)
+    aspects = AspectSerializer(many=True, required=False, help_text="default: the thesis' four aspects")
+    screens_per_condition = serializers.IntegerField(min_value=1, max_value=50, default=5)
+    sweep = serializers.IntegerField(required=False, allow_null=True, help_text="conditions from this sweep")
+    conditions = ConditionInputSerializer(many=True, required=False, help_text="conditions by hand")
+    add_gold = serializers.BooleanField(default=True)
+    add_repeat = serializers.BooleanField(default=True)
+    training_best = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    training_worst = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+
+
+class InviteSerializer(serializers.Serializer):
+    labels = serializers.ListField(
+        child=serializers.CharField(max_length=100), required=False, max_length=200
+    )
+    count = serializers.IntegerField(required=False, min_value=1, max_value=200)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not attrs.get("labels") and not attrs.get("count"):
+            raise serializers.ValidationError({"count": ["give labels or a count"]})
+        return attrs
+
+
+class InvitationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    label = serializers.CharField()
+    token = serializers.CharField(help_text="shown once; only its hash is stored")
+    url = serializers.CharField()
+
+
+class ScreenSerializer(serializers.Serializer):
+    condition = serializers.IntegerField()
+    stage = serializers.ChoiceField(choices=Stage.choices)
+    index = serializers.IntegerField(min_value=0)
+    client_t = serializers.FloatField(required=False, allow_null=True)
+
+
+class SubmitSerializer(serializers.Serializer):
+    condition = serializers.IntegerField()
+    scores = serializers.DictField(child=serializers.IntegerField(), help_text="{aspect key: 1..5}")
+
+
+class SubmitReplySerializer(serializers.Serializer):
+    changed = serializers.BooleanField()
+    detail = serializers.CharField()
+    position = serializers.IntegerField()
+    total = serializers.IntegerField()
+    finished = serializers.BooleanField()
+
+
+class SlotSerializer(serializers.Serializer):
+    id = serializers.IntegerField(required=False)
+    state = serializers.CharField()
+    condition = serializers.IntegerField(required=False)
+    queue_position = serializers.IntegerField()
+    expires_at = serializers.CharField(required=False)
+    available = serializers.BooleanField()
+
+
+class SessionSerializer(serializers.Serializer):
+    available = serializers.BooleanField()
+    websocket_url = serializers.CharField(required=False)
+    client = serializers.CharField(required=False)
+    detail = serializers.CharField(required=False)

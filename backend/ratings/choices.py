@@ -1,0 +1,73 @@
+"""Choice sets of the ratings app, and the fixed wording of the scale evaluators answer on."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class CampaignMode(models.TextChoices):
+    LIVE = "live", "live (the evaluator operates the remote desktop)"
+    RECORDED = "recorded", "recorded (the evaluator watches recordings)"
+
+
+class CampaignStatus(models.TextChoices):
+    DRAFT = "draft", "draft"
+    OPEN = "open", "open"
+    CLOSED = "closed", "closed"
+
+
+class ConditionKind(models.TextChoices):
+    NORMAL = "normal", "condition"
+    # Reference against reference: an attentive evaluator answers 5 (imperceptible).
+    GOLD = "gold", "gold trap (reference vs reference)"
+    # The same condition again, later in the order: the two answers should differ by at most 1.
+    REPEAT = "repeat", "consistency repeat"
+    TRAINING_BEST = "training_best", "training anchor (best)"
+    TRAINING_WORST = "training_worst", "training anchor (worst)"
+
+
+TRAINING_KINDS = frozenset({ConditionKind.TRAINING_BEST, ConditionKind.TRAINING_WORST})
+# Conditions whose ratings make the DMOS table (gold and repeats are quality control only).
+RESULT_KINDS = frozenset({ConditionKind.NORMAL})
+
+
+class Phase(models.TextChoices):
+    TRAINING = "training", "training"
+    MAIN = "main", "main"
+
+
+class Stage(models.TextChoices):
+    REFERENCE = "reference", "reference"
+    DEGRADED = "degraded", "degraded"
+
+
+class SlotState(models.TextChoices):
+    WAITING = "waiting", "waiting"
+    ACTIVE = "active", "active"
+    RELEASED = "released", "released"
+
+
+# ITU-T P.910 (DCR) five-grade impairment scale, worded exactly as the Recommendation (thesis Table 4.1).
+IMPAIRMENT_SCALE: tuple[tuple[int, str], ...] = (
+    (5, "Imperceptible"),
+    (4, "Perceptible but not annoying"),
+    (3, "Slightly annoying"),
+    (2, "Annoying"),
+    (1, "Very annoying"),
+)
+SCORE_MIN, SCORE_MAX = 1, 5
+
+# The thesis' four aspects (Table 4.2): key -> label shown to the evaluator.
+DEFAULT_ASPECTS: tuple[tuple[str, str], ...] = (
+    ("screen_response", "Screen response time"),
+    ("mouse_response", "Mouse response time"),
+    ("keyboard_response", "Keyboard response time"),
+    ("image_clarity", "Image clarity"),
+)
+# What each default aspect asks, in plain language for the form.
+ASPECT_HELP: dict[str, str] = {
+    "screen_response": "How long the screen took to change after you clicked.",
+    "mouse_response": "How quickly the mouse pointer followed your hand.",
+    "keyboard_response": "How quickly typed text appeared.",
+    "image_clarity": "How sharp and clean the picture looked.",
+}

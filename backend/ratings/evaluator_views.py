@@ -1,0 +1,159 @@
+"""Evaluator pages under /rate/<token>/: consent, training, conditions, thanks. No account needed.
+
+The token in the link is the credential; the first open also binds the browser's session to the
+evaluator (so ``/rate/`` alone resumes in that browser). Forms post with CSRF; the page script
+reports seen screens to the token-authenticated API. Every rule is checked again on the server
+in ``ratings.services``.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from typing import Any
+
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods
+
+from ratings import live, services, throttle
+from ratings.choices import (
+    IMPAIRMENT_SCALE,
+    TRAINING_KINDS,
+    CampaignMode,
+    CampaignStatus,
+    ConditionKind,
+    Phase,
+    Stage,
+)
+from ratings.models import Condition, Evaluator
+
+SESSION_KEY = "qoelab_rate_evaluator"
+
+
+def _no_referrer(response: HttpResponse) -> HttpResponse:
+    # The token is in the URL: keep it out of Referer headers and shared caches.
+    response["Referrer-Policy"] = "no-referrer"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _page(request: HttpRequest, template: str, ctx: dict[str, Any], status: int = 200) -> HttpResponse:
+    return _no_referrer(render(request, f"ratings/{template}", ctx, status=status))
+
+
+def _evaluator(request: HttpRequest, token: str) -> Evaluator | None:
+    ev = services.evaluator_for_token(token)
+    if ev is not None and request.session.get(SESSION_KEY) != ev.pk:
+        request.session[SESSION_KEY] = ev.pk
+    return ev
+
+
+@require_GET
+@never_cache
+def resume(request: HttpRequest) -> HttpResponse:
+    """``/rate/``: without a token in the link, tell the person what to do."""
+    return _page(request, "invalid.html", {"bound": bool(request.session.get(SESSION_KEY))}, status=404)
+
+
+@require_http_methods(["GET", "POST"])
+@never_cache
+def rate(request: HttpRequest, token: str) -> HttpResponse:
+    ev = _evaluator(request, token)
+    if ev is None:
+        return _page(request, "invalid.html", {"bound": False}, status=404)
+    services.open_link(ev)
+    campaign = ev.campaign
+    error = ""
+    status = 200
+    if request.method == "POST":
+        action = request.POST.get("action", "")
+        try:
+            if action == "consent":
+                if request.POST.get("agree") != "yes":
+                    raise services.FlowError("Please tick the box to confirm that you agree.", 400)
+                services.give_consent(ev)
+            elif action == "rate":
+                ok, wait = throttle.allow(ev.pk)
+                if not ok:
+                    raise services.FlowError(
+                        f"Too many submissions; please wait {wait} s and try again.", 429
+                    )
+                cid = request.POST.get("condition", "")
+                if not cid.isdigit():
+                    raise services.FlowError(
+                        "The form is missing the condition; please reload the page.", 400
+                    )
+                scores = {a: request.POST.get(f"score_{a}") for a in campaign.aspect_keys}
+                scores = {k: v for k, v in scores.items() if v not in (None, "")}
+                services.submit_ratings(ev, int(cid), scores)
+            else:
+                raise services.FlowError("Unknown action; please reload the page.", 400)
+        except services.FlowError as exc:
+            error, status = exc.message, exc.status
+        else:
+            return _no_referrer(redirect("ratings_rate:rate", token=token))
+        ev.refresh_from_db()
+
+    ctx: dict[str, Any] = {"token": token, "evaluator": ev, "campaign": campaign, "error": error}
+    if campaign.status == CampaignStatus.DRAFT:
+        return _page(request, "not_open.html", {**ctx, "message": "This campaign has not started yet."}, 409)
+    if ev.finished_at is not None:
+        return _page(request, "thanks.html", ctx, status)
+    if campaign.status == CampaignStatus.CLOSED:
+        return _page(request, "not_open.html", {**ctx, "message": "This campaign is closed."}, 409)
+    if ev.consent_at is None:
+        ctx.update(
+            {
+                "aspects": services.aspect_rows(campaign),
+                "scale": IMPAIRMENT_SCALE,
+                "live": campaign.mode == CampaignMode.LIVE,
+            }
+        )
+        return _page(request, "consent.html", ctx, status)
+
+    cond = Condition.objects.select_related("recording", "reference").get(pk=ev.current_condition_id())
+    state = services.form_state(ev, cond)
+    n_training = Condition.objects.filter(pk__in=ev.order, kind__in=list(TRAINING_KINDS)).count()
+    training = cond.phase == Phase.TRAINING
+    ctx.update(
+        {
+            "condition": cond,
+            "training": training,
+            "anchor": "best" if cond.kind == ConditionKind.TRAINING_BEST else "worst" if training else "",
+            "number": ev.position + 1 if training else ev.position + 1 - n_training,
+            "of": n_training if training else ev.total - n_training,
+            "done": ev.position,
+            "total": ev.total,
+            "percent": round(100 * ev.position / max(ev.total, 1)),
+            "state": state,
+            "aspects": services.aspect_rows(campaign),
+            "scale": IMPAIRMENT_SCALE,
+            "recorded": campaign.mode == CampaignMode.RECORDED,
+            "live_available": live.available(),
+            "live_reason": "" if live.available() else live.unavailable_reason(),
+            "reference_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.REFERENCE]),
+            "degraded_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.DEGRADED]),
+            "api_base": "/api/rate/",
+            "posted": request.POST if request.method == "POST" else {},
+        }
+    )
+    return _page(request, "condition.html", ctx, status)
+
+
+@require_GET
+def media(request: HttpRequest, token: str, condition: int, stage: str) -> FileResponse:
+    """The reference or degraded video of a condition in this evaluator's own task list."""
+    ev = _evaluator(request, token)
+    if ev is None or stage not in Stage.values or condition not in (ev.order or []):
+        raise Http404("no such video for this link")
+    cond = Condition.objects.select_related("recording", "reference").get(pk=condition)
+    artifact = cond.reference if stage == Stage.REFERENCE else cond.recording
+    if not services.artifact_usable(artifact):
+        raise Http404("no recording for this condition yet")
+    ctype = mimetypes.guess_type(artifact.name)[0] or "video/webm"
+    response = FileResponse(artifact.file.open("rb"), content_type=ctype)
+    response["Cache-Control"] = "private, no-store"
+    response["Referrer-Policy"] = "no-referrer"
+    return response

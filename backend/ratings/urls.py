@@ -1,0 +1,19 @@
+"""Researcher pages for rating campaigns under /campaigns/."""
+
+from django.urls import URLPattern, path
+
+from ratings import views
+
+app_name = "ratings"
+urlpatterns: list[URLPattern] = [
+    path("", views.campaign_list, name="campaigns"),
+    path("new/", views.campaign_new, name="campaign_new"),
+    path("<int:pk>/", views.campaign_detail, name="campaign"),
+    path("<int:pk>/action/", views.campaign_action, name="campaign_action"),
+    path("<int:pk>/invite/", views.campaign_invite, name="campaign_invite"),
+    path("<int:pk>/evaluators/<int:evaluator>/", views.evaluator_action, name="evaluator_action"),
+    path("<int:pk>/progress.json", views.campaign_progress, name="campaign_progress"),
+    path("<int:pk>/results/", views.campaign_results, name="campaign_results"),
+    path("<int:pk>/export/ratings.csv", views.export_ratings, name="export_ratings"),
+    path("<int:pk>/export/dmos.csv", views.export_summary, name="export_summary"),
+]

@@ -1,0 +1,288 @@
+"""Researcher pages under /campaigns/: create (from a sweep or by hand), invite, progress, results, CSV.
+
+Owner-only like the dashboard: ``researcher_required`` and lookups through ``owned_campaigns``, so
+another researcher's campaign is a 404 and an evaluator (no account) is sent to the login page.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from dashboard.access import researcher_required, sweeps_for
+from ratings import live, services
+from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
+from ratings.models import Campaign, Condition, Evaluator
+
+
+class CampaignForm(forms.Form):
+    name = forms.CharField(max_length=200, label="Campaign name")
+    mode = forms.ChoiceField(choices=CampaignMode.choices, initial=CampaignMode.RECORDED, label="Mode")
+    sweep = forms.ModelChoiceField(
+        queryset=None, required=False, label="Conditions from sweep", empty_label="— none (by hand) —"
+    )
+    conditions = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 4}),
+        label="Conditions by hand",
+        help_text="One per line: protocol rate delay [loss], e.g. 'vnc 1mbit 10ms 0%'. Added to the sweep's.",
+    )
+    aspects = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 4}),
+        initial="\n".join(label for _, label in DEFAULT_ASPECTS),
+        label="Aspects to rate",
+        help_text="One per line, in the order evaluators see them.",
+    )
+    screens_per_condition = forms.IntegerField(
+        min_value=1, max_value=50, initial=5, label="Screens per condition"
+    )
+    add_gold = forms.BooleanField(
+        required=False, initial=True, label="Add a gold trap (reference vs reference)"
+    )
+    add_repeat = forms.BooleanField(required=False, initial=True, label="Add a consistency repeat")
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["sweep"].queryset = sweeps_for(user).order_by("-created_at")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        rows = []
+        for n, line in enumerate((data.get("conditions") or "").splitlines(), start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) < 3 or len(parts) > 4:
+                self.add_error(
+                    "conditions", f"line {n}: expected 'protocol rate delay [loss]', got {line.strip()!r}"
+                )
+                continue
+            params = dict(zip(("protocol", "rate", "delay", "loss"), parts, strict=False))
+            rows.append({"params": params})
+        data["condition_rows"] = rows
+        if not data.get("sweep") and not rows and not self.errors:
+            self.add_error("sweep", "pick a sweep or enter conditions by hand")
+        data["aspect_list"] = [x.strip() for x in (data.get("aspects") or "").splitlines() if x.strip()]
+        return data
+
+
+def _campaign_or_404(request: HttpRequest, pk: int) -> Campaign:
+    return get_object_or_404(services.owned_campaigns(request.user), pk=pk)
+
+
+@require_GET
+@researcher_required
+def campaign_list(request: HttpRequest) -> HttpResponse:
+    campaigns = services.owned_campaigns(request.user)
+    rows = [{"c": c, "p": services.progress(c)} for c in campaigns]
+    return render(request, "ratings/campaign_list.html", {"rows": rows})
+
+
+@require_http_methods(["GET", "POST"])
+@researcher_required
+def campaign_new(request: HttpRequest) -> HttpResponse:
+    initial = {}
+    if (sid := request.GET.get("sweep", "")).isdigit():
+        initial["sweep"] = sid
+    form = CampaignForm(request.POST or None, user=request.user, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        d = form.cleaned_data
+        try:
+            campaign = services.create_campaign(
+                request.user,
+                name=d["name"],
+                mode=d["mode"],
+                sweep=d["sweep"],
+                conditions=d["condition_rows"],
+                aspects=d["aspect_list"],
+                screens_per_condition=d["screens_per_condition"],
+                add_gold=d["add_gold"],
+                add_repeat=d["add_repeat"],
+            )
+        except services.CampaignError as exc:
+            for e in exc.errors:
+                field = e["field"].split(".")[0].split("[")[0]
+                form.add_error(field if field in form.fields else None, e["message"])
+        else:
+            messages.success(
+                request, f"Campaign '{campaign.name}' created with {campaign.conditions.count()} conditions."
+            )
+            return redirect("ratings:campaign", pk=campaign.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "ratings/campaign_new.html", {"form": form}, status=status)
+
+
+def _detail_context(request: HttpRequest, campaign: Campaign) -> dict[str, Any]:
+    conds = list(campaign.conditions.select_related("recording", "reference", "repeat_of"))
+    normal = [c for c in conds if c.kind == ConditionKind.NORMAL]
+    return {
+        "campaign": campaign,
+        "conditions": [{"c": c, "problems": services.condition_problems(campaign, c)} for c in conds],
+        "normal": normal,
+        "best": next((c for c in conds if c.kind == ConditionKind.TRAINING_BEST), None),
+        "worst": next((c for c in conds if c.kind == ConditionKind.TRAINING_WORST), None),
+        "progress": services.progress(campaign),
+        "problems": services.readiness_problems(campaign) if campaign.status == CampaignStatus.DRAFT else [],
+        "live_reason": "" if live.available() else live.unavailable_reason(),
+        "is_live": campaign.mode == CampaignMode.LIVE,
+    }
+
+
+@require_GET
+@researcher_required
+def campaign_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_or_404(request, pk)
+    return render(request, "ratings/campaign_detail.html", _detail_context(request, campaign))
+
+
+@require_POST
+@researcher_required
+def campaign_action(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_or_404(request, pk)
+    action = request.POST.get("action", "")
+    try:
+        if action == "open":
+            services.open_campaign(campaign)
+            messages.success(request, "The campaign is open: invited evaluators can start.")
+        elif action == "close":
+            services.close_campaign(campaign)
+            messages.success(request, "The campaign is closed.")
+        elif action == "refresh":
+            n = services.attach_recordings(campaign)
+            messages.success(request, f"Recordings refreshed: {n} condition(s) changed.")
+        elif action == "anchors":
+            _set_anchors(campaign, request.POST.get("best", ""), request.POST.get("worst", ""))
+            messages.success(request, "Training anchors updated.")
+        else:
+            messages.error(request, f"Unknown action {action!r}.")
+    except services.CampaignError as exc:
+        for e in exc.errors:
+            messages.error(request, e["message"])
+    return redirect("ratings:campaign", pk=campaign.pk)
+
+
+def _set_anchors(campaign: Campaign, best: str, worst: str) -> None:
+    if campaign.status != CampaignStatus.DRAFT:
+        raise services.CampaignError([{"field": "status", "message": "anchors can only change in a draft"}])
+    normal = {str(c.pk): c for c in campaign.conditions.filter(kind=ConditionKind.NORMAL)}
+    for kind, value in ((ConditionKind.TRAINING_BEST, best), (ConditionKind.TRAINING_WORST, worst)):
+        src = normal.get(value)
+        if src is None:
+            raise services.CampaignError(
+                [{"field": kind, "message": "pick one of the campaign's conditions"}]
+            )
+        prefix = "Training (best)" if kind == ConditionKind.TRAINING_BEST else "Training (worst)"
+        Condition.objects.filter(campaign=campaign, kind=kind).update(
+            label=f"{prefix}: {src.label}"[:200],
+            params=src.params,
+            recording=src.recording,
+            reference=src.reference,
+            measured_tcp_bps=src.measured_tcp_bps,
+            source_trials=src.source_trials,
+        )
+
+
+@require_POST
+@researcher_required
+@never_cache
+def campaign_invite(request: HttpRequest, pk: int) -> HttpResponse:
+    """Create evaluators and show their links once (this response is the only place they appear)."""
+    campaign = _campaign_or_404(request, pk)
+    raw_labels = [x.strip() for x in request.POST.get("labels", "").splitlines() if x.strip()]
+    count = request.POST.get("count", "")
+    try:
+        made = services.invite(
+            campaign,
+            labels=raw_labels or None,
+            count=int(count) if count.isdigit() else None,
+        )
+    except services.CampaignError as exc:
+        for e in exc.errors:
+            messages.error(request, e["message"])
+        return redirect("ratings:campaign", pk=campaign.pk)
+    links = [
+        {"label": ev.label, "url": request.build_absolute_uri(reverse("ratings_rate:rate", args=[raw]))}
+        for ev, raw in made
+    ]
+    ctx = {**_detail_context(request, campaign), "links": links}
+    response = render(request, "ratings/campaign_detail.html", ctx)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@researcher_required
+@never_cache
+def evaluator_action(request: HttpRequest, pk: int, evaluator: int) -> HttpResponse:
+    campaign = _campaign_or_404(request, pk)
+    ev = get_object_or_404(Evaluator, pk=evaluator, campaign=campaign)
+    if request.POST.get("action") == "revoke":
+        services.revoke(ev)
+        messages.success(request, f"The link of {ev.label} no longer works.")
+        return redirect("ratings:campaign", pk=campaign.pk)
+    raw = services.reissue(ev)
+    links = [{"label": ev.label, "url": request.build_absolute_uri(reverse("ratings_rate:rate", args=[raw]))}]
+    response = render(
+        request, "ratings/campaign_detail.html", {**_detail_context(request, campaign), "links": links}
+    )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+@researcher_required
+def campaign_progress(request: HttpRequest, pk: int) -> HttpResponse:
+    from django.http import JsonResponse
+
+    return JsonResponse(services.progress(_campaign_or_404(request, pk)))
+
+
+@require_GET
+@researcher_required
+def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
+    campaign = _campaign_or_404(request, pk)
+    analysis = services.analyze(campaign)
+    protocols = sorted({r["protocol"] for r in analysis["all"]["dmos"]})
+    charts = {
+        part: {
+            f"{a['key']}|{p}": services.chart_payloads(analysis[part], a["key"], p)
+            for a in campaign.aspects
+            for p in protocols
+        }
+        for part in ("all", "screened")
+    }
+    ctx = {
+        "campaign": campaign,
+        "analysis": analysis,
+        "protocols": protocols,
+        "charts_json": charts,
+        "excluded_ids": {e["id"] for e in analysis["excluded"]},
+    }
+    return render(request, "ratings/campaign_results.html", ctx)
+
+
+def _csv(rows: Any, filename: str) -> StreamingHttpResponse:
+    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@require_GET
+@researcher_required
+def export_ratings(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    campaign = _campaign_or_404(request, pk)
+    return _csv(services.ratings_csv(campaign), f"campaign-{campaign.pk}-ratings.csv")
+
+
+@require_GET
+@researcher_required
+def export_summary(request: HttpRequest, pk: int) -> StreamingHttpResponse:
+    campaign = _campaign_or_404(request, pk)
+    return _csv(services.summary_csv(campaign), f"campaign-{campaign.pk}-dmos.csv")

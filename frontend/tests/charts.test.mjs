@@ -1,0 +1,64 @@
+// Unit tests of the chart data transform in src/charts.js (node --test; no browser, no Chart.js).
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import vm from "node:vm";
+
+function loadCharts() {
+  const window = {};
+  vm.runInNewContext(readFileSync(new URL("../src/charts.js", import.meta.url), "utf8"), { window });
+  const charts = window.qoelabCharts;
+  // Objects made inside the vm context have its prototypes; compare plain copies.
+  return { datasets: (p) => JSON.parse(JSON.stringify(charts.datasets(p))) };
+}
+
+const payload = {
+  x_scale: 1e6,
+  y_scale: 1e6,
+  identity: true,
+  series: [
+    {
+      label: "delay = 5ms",
+      points: [
+        { x: 10e6, mean: 9e6, ci_low: 8e6, ci_high: 10e6, n: 3 },
+        { x: 1e6, mean: 0.9e6, ci_low: null, ci_high: null, n: 1 },
+      ],
+    },
+  ],
+};
+
+test("points are scaled for display and sorted by x", () => {
+  const [series] = loadCharts().datasets(payload);
+  assert.deepEqual(
+    series.data.map((p) => [p.x, p.y]),
+    [
+      [1, 0.9],
+      [10, 9],
+    ],
+  );
+  assert.equal(series.data[1].yMin, 8);
+  assert.equal(series.data[1].yMax, 10);
+});
+
+test("a point from one run has no error bar", () => {
+  const [series] = loadCharts().datasets(payload);
+  assert.equal(series.data[0].n, 1);
+  assert.equal(series.data[0].yMin, null);
+  assert.equal(series.data[0].yMax, null);
+});
+
+test("the identity line spans the data and carries no error bars", () => {
+  const sets = loadCharts().datasets(payload);
+  const identity = sets.at(-1);
+  assert.equal(identity.label, "y = x");
+  assert.equal(identity.qoelabErrorBars, false);
+  assert.deepEqual(identity.data, [
+    { x: 0, y: 0 },
+    { x: 10, y: 10 },
+  ]);
+});
+
+test("the identity line starts at the smallest positive value on log axes", () => {
+  const sets = loadCharts().datasets({ ...payload, log_x: true });
+  assert.deepEqual(sets.at(-1).data[0], { x: 0.9, y: 0.9 });
+});

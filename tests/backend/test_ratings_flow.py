@@ -1,0 +1,686 @@
+"""Rating campaigns on real PostgreSQL: conditions from a sweep, opening rules, the evaluator flow over
+the token API (order, required screens, idempotent submit), token isolation, throttling, analysis, CSV.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from rest_framework.test import APIClient
+
+pytestmark = pytest.mark.django_db
+
+POINTS = [
+    {"protocol": p, "rate": "1mbit", "delay": d, "duration": "20s"}
+    for p in ("vnc", "x2go")
+    for d in ("10ms", "100ms")
+]
+# Link verification of each trial, as the worker stores it (the measured goodput is an input here).
+LINKS = [{"measured": {"tcp_down_bps": bps}} for bps in (0.93e6, 0.91e6, 0.94e6, 0.90e6)]
+
+
+@pytest.fixture(scope="session")
+def videos(tmp_path_factory: Any) -> dict[str, Path]:
+    from ratings.demo import make_video
+
+    d = tmp_path_factory.mktemp("ratings-videos")
+    return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}
+
+
+@pytest.fixture(autouse=True)
+def _clear_cache() -> None:
+    cache.clear()  # the submission limit counts in the cache
+
+
+@pytest.fixture
+def sweep(alice: Any) -> Any:
+    from ratings.demo import demo_sweep
+
+    return demo_sweep(alice, POINTS, links=LINKS)
+
+
+@pytest.fixture
+def recorded_sweep(sweep: Any, videos: dict[str, Path]) -> Any:
+    from ratings.demo import add_video_artifact
+
+    for trial in sweep.trials.all():
+        add_video_artifact(trial, videos["reference"], reference=True)
+        add_video_artifact(trial, videos["degraded"])
+    return sweep
+
+
+@pytest.fixture
+def campaign(alice: Any, recorded_sweep: Any) -> Any:
+    from ratings import services
+
+    c = services.create_campaign(alice, name="c1", sweep=recorded_sweep, seed=7)
+    return services.open_campaign(c)
+
+
+def ev_client(token: str) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Evaluator {token}")
+    return client
+
+
+@pytest.fixture
+def invited(campaign: Any) -> Callable[[int], list[tuple[Any, str]]]:
+    from ratings import services
+
+    def make(n: int = 2) -> list[tuple[Any, str]]:
+        return services.invite(campaign, count=n)
+
+    return make
+
+
+def walk(
+    client: APIClient, scores: Callable[[dict[str, Any], int], int] | int = 4, stop_after: int | None = None
+) -> int:
+    """Go through the evaluator's conditions over the API; returns how many were rated."""
+    assert client.post("/api/rate/consent/").status_code == 200
+    done = 0
+    while True:
+        state = client.get("/api/rate/state/").json()
+        cond = state["condition"]
+        if cond is None or (stop_after is not None and done >= stop_after):
+            return done
+        for stage in ("reference", "degraded"):
+            r = client.post(
+                "/api/rate/screens/", {"condition": cond["id"], "stage": stage, "index": 0}, format="json"
+            )
+            assert r.status_code == 200, r.json()
+        values = {
+            a["key"]: (scores(cond, i) if callable(scores) else scores)
+            for i, a in enumerate(state["aspects"])
+        }
+        r = client.post("/api/rate/ratings/", {"condition": cond["id"], "scores": values}, format="json")
+        assert r.status_code == 201, r.json()
+        done += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Campaigns and conditions
+
+
+def test_a_campaign_from_a_sweep_has_one_condition_per_protocol_and_link_profile(campaign: Any) -> None:
+    from ratings.choices import ConditionKind
+
+    normal = list(campaign.conditions.filter(kind=ConditionKind.NORMAL).order_by("position"))
+    assert [c.params for c in normal] == [{k: v for k, v in p.items() if k != "duration"} for p in POINTS]
+    assert [c.label for c in normal][0] == "vnc · 1mbit · 10ms"
+    assert [c.measured_tcp_bps for c in normal] == [0.93e6, 0.91e6, 0.94e6, 0.90e6]
+    assert all(c.recording and c.reference and c.recording_id != c.reference_id for c in normal)
+    kinds = sorted(campaign.conditions.values_list("kind", flat=True))
+    assert kinds.count("gold") == 1 and kinds.count("repeat") == 1
+    assert kinds.count("training_best") == 1 and kinds.count("training_worst") == 1
+    gold = campaign.conditions.get(kind="gold")
+    assert gold.recording_id == gold.reference_id  # reference against reference
+    best = campaign.conditions.get(kind="training_best")
+    worst = campaign.conditions.get(kind="training_worst")
+    # Best: highest measured throughput (0.94 Mbit/s: x2go 10ms); worst: lowest (0.90: x2go 100ms).
+    assert best.params == {"protocol": "x2go", "rate": "1mbit", "delay": "10ms"}
+    assert worst.params == {"protocol": "x2go", "rate": "1mbit", "delay": "100ms"}
+    assert campaign.aspects[0] == {"key": "screen_response", "label": "Screen response time"}
+    assert campaign.screens_per_condition == 5
+
+
+def test_repeated_trials_of_one_condition_make_one_condition_with_mean_throughput(alice: Any) -> None:
+    from ratings import services
+    from ratings.demo import demo_sweep
+
+    pts = [{"protocol": "vnc", "rate": "2mbit", "delay": "10ms"}] * 2
+    sw = demo_sweep(
+        alice, pts, links=[{"measured": {"tcp_down_bps": 1.8e6}}, {"measured": {"tcp_down_bps": 2.0e6}}]
+    )
+    conds = services.conditions_from_sweep(sw)
+    assert len(conds) == 1
+    assert conds[0]["measured_tcp_bps"] == pytest.approx(1.9e6)
+    assert len(conds[0]["source_trials"]) == 2
+
+
+def test_a_campaign_cannot_open_until_every_condition_has_its_recordings(alice: Any, sweep: Any) -> None:
+    from ratings import services
+    from ratings.choices import CampaignStatus
+
+    c = services.create_campaign(alice, name="no videos yet", sweep=sweep)
+    with pytest.raises(services.CampaignError) as err:
+        services.open_campaign(c)
+    messages = [e["message"] for e in err.value.errors]
+    assert any(m == "vnc · 1mbit · 10ms: no recording for this condition yet" for m in messages)
+    c.refresh_from_db()
+    assert c.status == CampaignStatus.DRAFT
+
+
+def test_recordings_uploaded_later_are_attached_and_the_campaign_opens(
+    alice: Any, sweep: Any, videos: dict[str, Path]
+) -> None:
+    from ratings import services
+    from ratings.demo import add_video_artifact
+
+    c = services.create_campaign(alice, name="later", sweep=sweep)
+    for trial in sweep.trials.all():
+        add_video_artifact(trial, videos["reference"], reference=True)
+        add_video_artifact(trial, videos["degraded"])
+    assert services.attach_recordings(c) >= 4
+    assert services.open_campaign(c).status == "open"
+
+
+def test_conditions_can_be_entered_by_hand_and_bad_values_name_the_field(alice: Any) -> None:
+    from ratings import services
+
+    c = services.create_campaign(
+        alice,
+        name="by hand",
+        mode="recorded",
+        conditions=[{"params": {"protocol": "spice", "rate": "3mbit", "delay": "50ms"}}],
+        add_repeat=False,
+    )
+    assert c.conditions.filter(kind="normal").get().label == "spice · 3mbit · 50ms"
+    with pytest.raises(services.CampaignError) as err:
+        services.create_campaign(
+            alice, name="bad", conditions=[{"params": {"protocol": "vnc", "delay": "-5ms"}}]
+        )
+    assert err.value.errors[0]["field"] == "conditions[0].params.delay"
+    with pytest.raises(services.CampaignError) as err:
+        services.create_campaign(alice, name="none")
+    assert err.value.errors[0]["field"] == "conditions"
+    with pytest.raises(services.CampaignError) as err:
+        services.create_campaign(alice, name="x", screens_per_condition=0, conditions=[{"params": {}}])
+    assert err.value.errors[0] == {
+        "field": "screens_per_condition",
+        "message": "must be a whole number from 1 to 50",
+    }
+
+
+def test_live_campaigns_cannot_open_without_a_session_provider(alice: Any, sweep: Any) -> None:
+    from ratings import services
+
+    c = services.create_campaign(alice, name="live", mode="live", sweep=sweep)
+    with pytest.raises(services.CampaignError) as err:
+        services.open_campaign(c)
+    assert any("Live sessions are not available on this deployment" in e["message"] for e in err.value.errors)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokens
+
+
+def test_tokens_are_stored_hashed_and_a_reissued_link_replaces_the_old_one(
+    campaign: Any, invited: Any
+) -> None:
+    from ratings import services
+    from ratings.models import Evaluator
+
+    (ev, raw), _ = invited(2)
+    assert raw not in Evaluator.objects.filter(pk=ev.pk).values_list("token_hash", flat=True)[0]
+    assert services.evaluator_for_token(raw).pk == ev.pk
+    new = services.reissue(ev)
+    assert services.evaluator_for_token(raw) is None
+    assert services.evaluator_for_token(new).pk == ev.pk
+    assert ev_client(raw).get("/api/rate/state/").status_code == 401
+
+
+def test_an_evaluator_token_opens_no_researcher_page_or_api(campaign: Any, invited: Any, client: Any) -> None:
+    (ev, raw), _ = invited(2)
+    api = ev_client(raw)
+    for url in ("/api/campaigns/", f"/api/campaigns/{campaign.pk}/", f"/api/campaigns/{campaign.pk}/results/",
+                "/api/experiments/", "/api/sweeps/", "/api/trials/"):  # fmt: skip
+        assert api.get(url).status_code in (401, 403), url
+    # The browser that opened the link has a session, but no account: researcher pages send it to login.
+    assert client.get(f"/rate/{raw}/").status_code == 200
+    for url in ("/campaigns/", f"/campaigns/{campaign.pk}/", f"/campaigns/{campaign.pk}/results/",
+                f"/campaigns/{campaign.pk}/export/ratings.csv", "/"):  # fmt: skip
+        r = client.get(url)
+        assert r.status_code == 302 and "/accounts/login/" in r["Location"], url
+
+
+def test_a_token_cannot_read_or_write_another_evaluators_tasks(
+    campaign: Any, invited: Any, client: Any
+) -> None:
+    (ev1, raw1), (ev2, raw2) = invited(2)
+    a, b = ev_client(raw1), ev_client(raw2)
+    a.post("/api/rate/consent/")
+    b.post("/api/rate/consent/")
+    ev1.refresh_from_db()
+    ev2.refresh_from_db()
+    mine = ev1.order[0]
+    assert ev2.order[0] == mine  # both start with the same training anchor; their progress is separate
+    a.post("/api/rate/screens/", {"condition": mine, "stage": "reference", "index": 0}, format="json")
+    # b's state does not show a's progress
+    state_b = b.get("/api/rate/state/").json()
+    assert state_b["condition"]["form"]["reference_seen"] == 0
+    # a cannot post for a condition that is b's current one but not a's current one
+    later = ev2.order[3]
+    r = a.post("/api/rate/screens/", {"condition": later, "stage": "reference", "index": 0}, format="json")
+    assert r.status_code == 409
+    # a condition of another campaign is not a's task at all
+    from ratings import services
+
+    other = services.create_campaign(
+        campaign.owner, name="other", conditions=[{"params": {"protocol": "vnc"}}]
+    )
+    foreign = other.conditions.first().pk
+    r = a.post("/api/rate/ratings/", {"condition": foreign, "scores": {}}, format="json")
+    assert r.status_code == 404
+    # media of another campaign's condition cannot be fetched with this link
+    assert client.get(f"/rate/{raw1}/media/{foreign}/reference/").status_code == 404
+    assert client.get(f"/rate/{raw1}/media/{mine}/reference/").status_code == 200
+    assert client.get(f"/rate/not-a-real-token-xxxxxxxxxxxxx/media/{mine}/reference/").status_code == 404
+
+
+def test_a_revoked_or_unknown_token_gets_a_clear_page_and_401(
+    campaign: Any, invited: Any, client: Any
+) -> None:
+    from ratings import services
+
+    (ev, raw), _ = invited(2)
+    services.revoke(ev)
+    r = client.get(f"/rate/{raw}/")
+    assert r.status_code == 404
+    assert b"This link does not work" in r.content
+    assert ev_client(raw).get("/api/rate/state/").status_code == 401
+    assert APIClient().get("/api/rate/state/").status_code == 401
+
+
+# ---------------------------------------------------------------------------------------------
+# The flow
+
+
+def test_the_order_is_training_first_then_a_seeded_shuffle_without_back_to_back_repeat(
+    campaign: Any, invited: Any
+) -> None:
+    from ratings import services
+    from ratings.models import Condition
+
+    (ev, raw), _ = invited(2)
+    ev = services.give_consent(ev)
+    kinds = [Condition.objects.get(pk=c).kind for c in ev.order]
+    assert kinds[:2] == ["training_best", "training_worst"]
+    assert sorted(kinds[2:]) == sorted(["normal"] * 4 + ["gold", "repeat"])
+    assert services.build_order(campaign, ev.seed) == ev.order  # the stored seed reproduces it
+    rep = campaign.conditions.get(kind="repeat")
+    i = ev.order.index(rep.pk)
+    assert ev.order[i - 1] != rep.repeat_of_id
+
+
+def test_the_form_is_rejected_until_the_reference_and_the_condition_were_seen(
+    campaign: Any, invited: Any
+) -> None:
+    ((ev, raw),) = invited(1)
+    c = ev_client(raw)
+    c.post("/api/rate/consent/")
+    cond = c.get("/api/rate/state/").json()["condition"]["id"]
+    scores = {k: 5 for k in campaign.aspect_keys}
+    r = c.post("/api/rate/ratings/", {"condition": cond, "scores": scores}, format="json")
+    assert r.status_code == 409
+    assert (
+        "The rating form opens after you have gone through the reference and the condition"
+        in r.json()["detail"]
+    )
+    # degraded before reference is refused too
+    r = c.post("/api/rate/screens/", {"condition": cond, "stage": "degraded", "index": 0}, format="json")
+    assert r.status_code == 409 and "reference first" in r.json()["detail"]
+    r = c.post("/api/rate/screens/", {"condition": cond, "stage": "reference", "index": 0}, format="json")
+    assert r.json()["reference_done"] and not r.json()["enabled"]
+    assert (
+        c.post("/api/rate/ratings/", {"condition": cond, "scores": scores}, format="json").status_code == 409
+    )
+    r = c.post("/api/rate/screens/", {"condition": cond, "stage": "degraded", "index": 0}, format="json")
+    assert r.json()["enabled"]
+    # a screen index beyond what the mode needs is refused (recorded: one whole video per stage)
+    r = c.post("/api/rate/screens/", {"condition": cond, "stage": "degraded", "index": 1}, format="json")
+    assert r.status_code == 400
+    assert (
+        c.post("/api/rate/ratings/", {"condition": cond, "scores": scores}, format="json").status_code == 201
+    )
+
+
+def test_live_mode_needs_every_screen_of_both_stages(alice: Any, sweep: Any) -> None:
+    from ratings import services
+    from ratings.models import Evaluator
+
+    c = services.create_campaign(alice, name="live", mode="live", sweep=sweep, screens_per_condition=3)
+    c.status = "open"  # opened by hand: the provider check is tested above, here only the screen rule
+    c.save()
+    ((ev, raw),) = services.invite(c, count=1)
+    ev = services.give_consent(ev)
+    cond = ev.order[0]
+    for i in range(3):
+        services.record_screen(ev, cond, "reference", i)
+    for i in range(2):
+        services.record_screen(ev, cond, "degraded", i)
+    with pytest.raises(services.FlowError):
+        services.submit_ratings(ev, cond, {k: 3 for k in c.aspect_keys})
+    st = services.record_screen(ev, cond, "degraded", 2)
+    assert st["enabled"] and st["degraded_seen"] == 3
+    assert services.submit_ratings(ev, cond, {k: 3 for k in c.aspect_keys}).changed
+    assert Evaluator.objects.get(pk=ev.pk).position == 1
+
+
+def test_submitting_twice_stores_the_rating_once(campaign: Any, invited: Any) -> None:
+    from ratings.models import Rating
+
+    ((ev, raw),) = invited(1)
+    c = ev_client(raw)
+    c.post("/api/rate/consent/")
+    cond = c.get("/api/rate/state/").json()["condition"]["id"]
+    for stage in ("reference", "degraded"):
+        c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    first = {k: 4 for k in campaign.aspect_keys}
+    r1 = c.post("/api/rate/ratings/", {"condition": cond, "scores": first}, format="json")
+    r2 = c.post(
+        "/api/rate/ratings/",
+        {"condition": cond, "scores": {k: 1 for k in campaign.aspect_keys}},
+        format="json",
+    )
+    assert (r1.status_code, r1.json()["changed"]) == (201, True)
+    assert (r2.status_code, r2.json()["changed"]) == (200, False)
+    assert r2.json()["position"] == 1  # did not advance twice
+    rows = Rating.objects.filter(evaluator=ev, condition_id=cond)
+    assert rows.count() == 4 and set(rows.values_list("score", flat=True)) == {4}
+    assert set(rows.values_list("phase", flat=True)) == {"training"}
+
+
+def test_scores_must_cover_every_aspect_with_a_grade_from_1_to_5(campaign: Any, invited: Any) -> None:
+    ((ev, raw),) = invited(1)
+    c = ev_client(raw)
+    c.post("/api/rate/consent/")
+    cond = c.get("/api/rate/state/").json()["condition"]["id"]
+    for stage in ("reference", "degraded"):
+        c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    keys = campaign.aspect_keys
+    r = c.post("/api/rate/ratings/", {"condition": cond, "scores": {keys[0]: 5}}, format="json")
+    assert r.status_code == 400 and "missing Mouse response time" in r.json()["detail"]
+    r = c.post("/api/rate/ratings/", {"condition": cond, "scores": {k: 6 for k in keys}}, format="json")
+    assert r.status_code == 400 and "from 1 to 5" in r.json()["detail"]
+
+
+def test_submissions_are_rate_limited_per_evaluator(campaign: Any, invited: Any, settings: Any) -> None:
+    settings.QOELAB_RATINGS_SUBMIT_RATE = "3/min"
+    (ev, raw), (ev2, raw2) = invited(2)
+    c = ev_client(raw)
+    c.post("/api/rate/consent/")
+    codes = [
+        c.post("/api/rate/ratings/", {"condition": 1, "scores": {}}, format="json").status_code
+        for _ in range(5)
+    ]
+    assert codes[:3] != [429] * 3 and codes[3:] == [429, 429]
+    other = ev_client(raw2)
+    other.post("/api/rate/consent/")
+    assert other.post("/api/rate/ratings/", {"condition": 1, "scores": {}}, format="json").status_code != 429
+
+
+def test_the_form_page_needs_csrf(campaign: Any, invited: Any) -> None:
+    from django.test import Client
+
+    ((ev, raw),) = invited(1)
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.get(f"/rate/{raw}/").status_code == 200
+    r = strict.post(f"/rate/{raw}/", {"action": "consent", "agree": "yes"})
+    assert r.status_code == 403
+    ev.refresh_from_db()
+    assert ev.consent_at is None
+
+
+def test_the_pages_walk_through_consent_training_and_resume_after_a_reload(
+    campaign: Any, invited: Any, client: Any
+) -> None:
+    ((ev, raw),) = invited(1)
+    page = client.get(f"/rate/{raw}/")
+    assert b"Your consent" in page.content
+    assert page["Referrer-Policy"] == "no-referrer"
+    r = client.post(f"/rate/{raw}/", {"action": "consent"})
+    assert r.status_code == 400 and b"tick the box" in r.content
+    r = client.post(f"/rate/{raw}/", {"action": "consent", "agree": "yes"})
+    assert r.status_code == 302
+    page = client.get(f"/rate/{raw}/").content.decode()
+    assert "Practice 1 of 2: the best case" in page
+    for score, label in ((5, "Imperceptible"), (4, "Perceptible but not annoying"), (3, "Slightly annoying"),
+                         (2, "Annoying"), (1, "Very annoying")):  # fmt: skip
+        assert f'<span class="score">{score}</span> <span class="label">{label}</span>' in page
+    assert 'id="rating-fields" disabled' in page
+    assert "controls" not in page.split('id="video-reference"')[1].split(">")[0]
+    ev.refresh_from_db()
+    cond = ev.order[0]
+    r = client.post(
+        f"/rate/{raw}/",
+        {"action": "rate", "condition": cond, **{f"score_{k}": 5 for k in campaign.aspect_keys}},
+    )
+    assert r.status_code == 409 and b"The rating form opens after" in r.content
+    api = ev_client(raw)
+    for stage in ("reference", "degraded"):
+        api.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    # A reload of the page shows the form enabled: the state is in the database.
+    page = client.get(f"/rate/{raw}/").content.decode()
+    assert 'id="rating-fields" disabled' not in page and "Watched ✓" in page
+    r = client.post(
+        f"/rate/{raw}/",
+        {"action": "rate", "condition": cond, **{f"score_{k}": 5 for k in campaign.aspect_keys}},
+    )
+    assert r.status_code == 302
+    assert "Practice 2 of 2: the worst case" in client.get(f"/rate/{raw}/").content.decode()
+
+
+def test_a_closed_or_draft_campaign_says_so(alice: Any, campaign: Any, invited: Any, client: Any) -> None:
+    from ratings import services
+
+    ((ev, raw),) = invited(1)
+    services.close_campaign(campaign)
+    r = client.get(f"/rate/{raw}/")
+    assert r.status_code == 409 and b"This campaign is closed." in r.content
+    assert ev_client(raw).post("/api/rate/consent/").status_code == 409
+
+
+def test_a_condition_without_recording_cannot_be_rated(campaign: Any, invited: Any) -> None:
+    from ratings.models import Condition
+
+    ((ev, raw),) = invited(1)
+    c = ev_client(raw)
+    c.post("/api/rate/consent/")
+    cond = c.get("/api/rate/state/").json()["condition"]["id"]
+    Condition.objects.filter(pk=cond).update(recording=None)
+    state = c.get("/api/rate/state/").json()["condition"]["form"]
+    assert state["problems"] == ["no recording for this condition yet"] and not state["enabled"]
+    r = c.post("/api/rate/screens/", {"condition": cond, "stage": "reference", "index": 0}, format="json")
+    assert r.status_code == 409 and "No recording for this condition yet" in r.json()["detail"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Results
+
+
+def _scores_by_protocol(cond: dict[str, Any], i: int) -> int:
+    from ratings.models import Condition
+
+    c = Condition.objects.get(pk=cond["id"])
+    if c.kind == "gold":
+        return 5
+    return {"vnc": 2, "x2go": 4}.get(c.params.get("protocol"), 3)
+
+
+def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
+    campaign: Any, invited: Any, alice: Any, api_client_for: Any
+) -> None:
+    (e1, r1), (e2, r2), (e3, r3) = invited(3)
+    assert walk(ev_client(r1), _scores_by_protocol) == 8  # 2 training + 4 + gold + repeat
+    assert walk(ev_client(r2), _scores_by_protocol) == 8
+
+    # The third evaluator reads the scale backwards and fails the gold trap.
+    def backwards(cond: dict[str, Any], i: int) -> int:
+        return 6 - _scores_by_protocol(cond, i)
+
+    walk(ev_client(r3), backwards)
+    res = api_client_for(alice).get(f"/api/campaigns/{campaign.pk}/results/").json()
+    excluded = {e["label"]: e["reasons"] for e in res["excluded"]}
+    assert set(excluded) == {e3.label}
+    assert any("reference-vs-reference" in r for r in excluded[e3.label])
+    vnc = [r for r in res["screened"]["dmos"] if r["protocol"] == "vnc"]
+    assert {r["mean"] for r in vnc} == {2.0} and {r["n"] for r in vnc} == {2}
+    all_vnc = [r for r in res["all"]["dmos"] if r["protocol"] == "vnc"]
+    assert {r["n"] for r in all_vnc} == {3}
+    assert all_vnc[0]["mean"] == pytest.approx((2 + 2 + 4) / 3)
+    assert res["screened"]["alpha"]["ordinal"]["value"] == pytest.approx(1.0)
+    assert res["all"]["alpha"]["interval"]["value"] < 0.5
+    table = res["screened"]["table"][0]
+    assert table["protocols"] == ["vnc", "x2go"]
+    assert [row["delay"] for row in table["rows"][:2]] == ["10ms", "100ms"]
+    assert table["rows"][0]["aspect"] == "Screen response time"
+    assert [cell["mean"] for cell in table["rows"][0]["cells"]] == [2.0, 4.0]
+    # Training answers are stored apart and not in the DMOS.
+    assert res["n_ratings"] == 3 * 6 * 4
+
+
+def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited: Any, alice: Any) -> None:
+    from ratings import services
+    from ratings.models import Condition
+
+    (e1, r1), (e2, r2) = invited(2)
+    rep = Condition.objects.get(campaign=campaign, kind="repeat")
+
+    def flaky(cond: dict[str, Any], i: int) -> int:
+        return 1 if cond["id"] == rep.pk else 5 if cond["id"] != rep.repeat_of_id else 4
+
+    walk(ev_client(r1), flaky)
+    walk(ev_client(r2), 4)
+    res = services.analyze(campaign)
+    row = next(e for e in res["evaluators"] if e["label"] == e1.label)
+    assert len(row["consistency_failures"]) == 4 and row["excluded"]
+
+
+def test_csv_exports_list_raw_ratings_and_summaries(
+    campaign: Any, invited: Any, alice: Any, client: Any
+) -> None:
+    (e1, r1), _ = invited(2)
+    walk(ev_client(r1), 3)
+    client.force_login(alice)
+    raw = b"".join(client.get(f"/campaigns/{campaign.pk}/export/ratings.csv").streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(raw)))
+    assert len(rows) == 8 * 4
+    assert {r["phase"] for r in rows} == {"training", "main"}
+    assert {r["score"] for r in rows} == {"3"}
+    summ = b"".join(client.get(f"/campaigns/{campaign.pk}/export/dmos.csv").streaming_content).decode()
+    srows = list(csv.DictReader(io.StringIO(summ)))
+    assert len(srows) == 2 * 4 * 4  # (all, screened) x 4 conditions x 4 aspects
+    assert srows[0]["dmos"] == "3.0" and srows[0]["n"] == "1"
+
+
+def test_researcher_pages_are_owner_only(
+    campaign: Any, bob: Any, alice: Any, client: Any, charlie: Any
+) -> None:
+    client.force_login(bob)
+    assert client.get(f"/campaigns/{campaign.pk}/").status_code == 404
+    assert client.get(f"/campaigns/{campaign.pk}/results/").status_code == 404
+    assert client.get("/campaigns/").content.count(b"c1") == 0
+    client.force_login(charlie)
+    assert client.get("/campaigns/").status_code == 403
+    client.force_login(alice)
+    page = client.get(f"/campaigns/{campaign.pk}/")
+    assert page.status_code == 200 and b"Progress per evaluator" in page.content
+    assert client.get(f"/campaigns/{campaign.pk}/results/").status_code == 200
+
+
+def test_invite_shows_links_once_and_the_api_creates_a_campaign_from_a_sweep(
+    alice: Any, recorded_sweep: Any, api_client_for: Any, bob: Any
+) -> None:
+    api = api_client_for(alice)
+    r = api.post("/api/campaigns/", {"name": "api", "sweep": recorded_sweep.pk}, format="json")
+    assert r.status_code == 201, r.json()
+    cid = r.json()["id"]
+    assert len(r.json()["conditions"]) == 8
+    assert api.post(f"/api/campaigns/{cid}/open/").json()["status"] == "open"
+    links = api.post(f"/api/campaigns/{cid}/invite/", {"labels": ["anna", "ben"]}, format="json").json()
+    assert [x["label"] for x in links] == ["anna", "ben"]
+    assert links[0]["url"].endswith(f"/rate/{links[0]['token']}/")
+    detail = api.get(f"/api/campaigns/{cid}/").json()
+    assert links[0]["token"] not in str(detail)
+    dup = api.post(f"/api/campaigns/{cid}/invite/", {"labels": ["anna"]}, format="json")
+    assert dup.status_code == 400 and "already used: anna" in dup.json()["detail"]
+    # bob cannot see it, nor create one from alice's sweep
+    assert api_client_for(bob).get(f"/api/campaigns/{cid}/").status_code == 404
+    r = api_client_for(bob).post("/api/campaigns/", {"name": "x", "sweep": recorded_sweep.pk}, format="json")
+    assert r.status_code == 400 and r.json()["errors"][0]["field"] == "sweep"
+
+
+def test_the_researcher_form_creates_a_campaign_and_rejects_bad_lines(
+    alice: Any, recorded_sweep: Any, client: Any
+) -> None:
+    client.force_login(alice)
+    form = {
+        "name": "form",
+        "mode": "recorded",
+        "sweep": recorded_sweep.pk,
+        "conditions": "spice 5mbit 10ms 0%",
+        "aspects": "Screen response time\nImage clarity",
+        "screens_per_condition": 5,
+        "add_gold": "on",
+        "add_repeat": "on",
+    }
+    r = client.post("/campaigns/new/", form)
+    assert r.status_code == 302
+    from ratings.models import Campaign
+
+    c = Campaign.objects.get(name="form")
+    assert c.conditions.filter(kind="normal").count() == 5
+    assert c.aspect_keys == ["screen_response_time", "image_clarity"]
+    bad = client.post("/campaigns/new/", {**form, "name": "bad", "conditions": "vnc 1mbit"})
+    assert bad.status_code == 400 and b"line 1: expected" in bad.content
+
+
+# ---------------------------------------------------------------------------------------------
+# Live-mode slots
+
+
+def test_live_slots_queue_time_out_and_move_the_queue(alice: Any, sweep: Any, settings: Any) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from ratings import live, services
+    from ratings.models import Slot
+
+    settings.QOELAB_LIVE_SESSION_PROVIDER = __name__  # this module: start_session/stop_session below
+    settings.QOELAB_LIVE_SLOTS = 1
+    c = services.create_campaign(alice, name="live", mode="live", sweep=sweep)
+    services.open_campaign(c)
+    (e1, t1), (e2, t2) = services.invite(c, count=2)
+    e1, e2 = services.give_consent(e1), services.give_consent(e2)
+    s1 = ev_client(t1).post("/api/rate/slot/").json()
+    s2 = ev_client(t2).post("/api/rate/slot/").json()
+    assert (s1["state"], s1["queue_position"]) == ("active", 0)
+    assert (s2["state"], s2["queue_position"]) == ("waiting", 1)
+    sess = ev_client(t1).get("/api/rate/session/").json()
+    assert sess["websocket_url"] == f"ws://lab.invalid/slot/{s1['id']}"
+    assert ev_client(t2).get("/api/rate/session/").status_code == 409
+    # e1's page stops renewing: after expiry the scheduler's call releases it and e2 moves up.
+    Slot.objects.filter(pk=s1["id"]).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert live.release_expired_slots() == 1
+    assert Slot.objects.get(pk=s1["id"]).release_reason == "timed out (not renewed)"
+    assert Slot.objects.get(pk=s2["id"]).state == "active"
+    assert [s1["id"]] == STOPPED
+
+
+def test_the_session_endpoint_says_plainly_when_live_is_unavailable(campaign: Any, invited: Any) -> None:
+    ((ev, raw),) = invited(1)
+    r = ev_client(raw).get("/api/rate/session/")
+    assert r.status_code == 503
+    assert r.json()["available"] is False
+    assert "Live sessions are not available on this deployment" in r.json()["detail"]
+    assert ev_client(raw).post("/api/rate/slot/").status_code == 409  # recorded campaign
+
+
+# A minimal session provider for the slot test (the real one comes with the RD job type).
+STOPPED: list[int] = []
+
+
+def start_session(slot: Any) -> dict[str, str]:
+    return {"websocket_url": f"ws://lab.invalid/slot/{slot.pk}", "client": "novnc"}
+
+
+def stop_session(slot: Any) -> None:
+    STOPPED.append(slot.pk)
