@@ -6,12 +6,16 @@ cd "$(dirname "$0")/.."
 STATE=.state
 mkdir -p "$STATE"
 
-# Debian packages. Lab tools: iproute2 (netns, tc), iperf3, ping, tshark; services: postgresql,
-# redis; browser tests: chromium; build: gcc, make, python3-venv.
+# Debian packages. Lab tools: iproute2 (netns, tc), iperf3, ping, tshark; remote desktops: TigerVNC,
+# TightVNC viewer, Xspice (spiceqxl) + remote-viewer, X2Go server/client, xdotool, ffmpeg (recordings);
+# services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv.
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
   python3 python3-venv python3-dev
-  iproute2 iperf3 iputils-ping tshark
+  iproute2 iperf3 iputils-ping tshark util-linux
+  tigervnc-standalone-server xtightvncviewer virt-viewer xserver-xspice
+  x2goserver x2goserver-xsession pyhoca-cli openssh-server
+  xdotool x11-apps x11-utils ffmpeg
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core
 )

@@ -15,6 +15,9 @@ echo "==> migrations are committed"
 .venv/bin/python backend/manage.py makemigrations --check --dry-run >/dev/null \
   || { echo "models changed without a migration: run 'manage.py makemigrations' and commit it" >&2; exit 1; }
 
+echo "==> front-end unit tests (node)"
+(cd frontend && npm test --silent)
+
 echo "==> pytest"
 mkdir -p test-results
 exec .venv/bin/pytest tests -p no:cacheprovider --junitxml=test-results/junit.xml "$@"

@@ -33,8 +33,9 @@ SESSION_KEY = "qoelab_rate_evaluator"
 
 
 def _no_referrer(response: HttpResponse) -> HttpResponse:
-    # The token is in the URL: keep it out of Referer headers and shared caches.
-    response["Referrer-Policy"] = "no-referrer"
+    # The token is in the URL: keep it out of Referer headers to other sites and out of shared caches.
+    # (no-referrer would make Chromium send "Origin: null" on our own form posts, failing CSRF.)
+    response["Referrer-Policy"] = "same-origin"
     response["Cache-Control"] = "no-store"
     return response
 
@@ -155,5 +156,5 @@ def media(request: HttpRequest, token: str, condition: int, stage: str) -> FileR
     ctype = mimetypes.guess_type(artifact.name)[0] or "video/webm"
     response = FileResponse(artifact.file.open("rb"), content_type=ctype)
     response["Cache-Control"] = "private, no-store"
-    response["Referrer-Policy"] = "no-referrer"
+    response["Referrer-Policy"] = "same-origin"
     return response

@@ -123,12 +123,12 @@
       if (stopped) return;
       try {
         const p = fromApi(await getJson(root.dataset.progressUrl));
+        const changed = p.done !== lastDone;
+        lastDone = p.done;
+        // The table first, so that "finished" never shows next to a stale trial table.
+        if (changed) await refreshTrials(root.dataset.trialsUrl);
         showProgress(root, p);
-        if (p.done !== lastDone) {
-          lastDone = p.done;
-          await refreshTrials(root.dataset.trialsUrl);
-          redrawAll();
-        }
+        if (changed) redrawAll();
         root.querySelector("[data-role=poll-error]").textContent = "";
         if (p.finished) {
           stopped = true;

@@ -434,7 +434,7 @@ def test_the_pages_walk_through_consent_training_and_resume_after_a_reload(
     ((ev, raw),) = invited(1)
     page = client.get(f"/rate/{raw}/")
     assert b"Your consent" in page.content
-    assert page["Referrer-Policy"] == "no-referrer"
+    assert page["Referrer-Policy"] == "same-origin"
     r = client.post(f"/rate/{raw}/", {"action": "consent"})
     assert r.status_code == 400 and b"tick the box" in r.content
     r = client.post(f"/rate/{raw}/", {"action": "consent", "agree": "yes"})
@@ -684,3 +684,18 @@ def start_session(slot: Any) -> dict[str, str]:
 
 def stop_session(slot: Any) -> None:
     STOPPED.append(slot.pk)
+
+
+def test_a_live_page_says_plainly_that_live_sessions_are_unavailable(
+    alice: Any, sweep: Any, client: Any
+) -> None:
+    from ratings import services
+
+    c = services.create_campaign(alice, name="live page", mode="live", sweep=sweep)
+    c.status = "open"  # opened by hand: without a provider open_campaign refuses (tested above)
+    c.save()
+    ((ev, raw),) = services.invite(c, count=1)
+    services.give_consent(ev)
+    page = client.get(f"/rate/{raw}/").content.decode()
+    assert "Live sessions are not available on this deployment" in page
+    assert 'id="live-session"' in page and 'id="rating-fields" disabled' in page

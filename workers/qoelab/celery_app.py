@@ -30,6 +30,10 @@ from typing import Any
 import psutil
 from celery import Celery, signals
 
+# Imported here, in the main thread before any thread starts or any pool process forks: a lazy
+# import inside the heartbeat/reaper threads could hold a module lock across a fork.
+from qoelab import capabilities, runner
+from qoelab.client import BackendClient
 from qoelab.errors import QoelabError
 
 log = logging.getLogger("qoelab.worker")
@@ -161,12 +165,17 @@ def _write_marker(trial_id: int | str, prefix: str = "") -> Path:
     d.mkdir(parents=True, exist_ok=True)
     path = d / f"{trial_id}.{os.getpid()}.json"
     proc = psutil.Process()
-    path.write_text(
-        json.dumps(
-            {"trial": str(trial_id), "pid": proc.pid, "create_time": proc.create_time(), "prefix": prefix}
-        )
+    _write_json(
+        path, {"trial": str(trial_id), "pid": proc.pid, "create_time": proc.create_time(), "prefix": prefix}
     )
     return path
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    # Atomic, so the heartbeat thread never reads half a marker.
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
 
 
 def _marker_alive(info: dict[str, Any]) -> bool:
@@ -176,42 +185,47 @@ def _marker_alive(info: dict[str, Any]) -> bool:
         return False
 
 
-def scan_markers() -> tuple[list[str], list[tuple[Path, dict[str, Any]]]]:
-    """(ids of trials running now, markers whose process is gone)."""
+def scan_markers() -> tuple[list[str], list[tuple[Path, dict[str, Any]]], dict[str, list[dict[str, Any]]]]:
+    """(ids of trials running now, markers whose process is gone, live markers by trial id)."""
     running: list[str] = []
     dead: list[tuple[Path, dict[str, Any]]] = []
+    live: dict[str, list[dict[str, Any]]] = {}
     d = _running_dir()
     if not d.is_dir():
-        return running, dead
+        return running, dead, live
     for path in sorted(d.glob("*.json")):
         try:
             info = json.loads(path.read_text())
         except (OSError, ValueError):
             continue  # being written right now
         if _marker_alive(info):
+            live.setdefault(info["trial"], []).append(info)
             if info["trial"] not in running:
                 running.append(info["trial"])
         else:
             dead.append((path, info))
-    return running, dead
+    return running, dead, live
 
 
 def reap_dead_markers(client: Any, reason: str) -> list[str]:
-    """Report trials whose pool process died as failed, clean their prefix, drop the markers."""
-    from qoelab.runner import PREFIX_RE
+    """Clean up after trials whose pool process died, report them as lost, drop the markers.
 
-    running, dead = scan_markers()
+    A redelivery of the same Celery message may be alive beside a dead marker: while it is still
+    claiming (no prefix yet) the dead one waits; if it holds a claim of a newer attempt, the dead
+    run is only cleaned up, because a finish now would end the newer attempt.
+    """
+    _, dead, live = scan_markers()
     reaped = []
     for path, info in dead:
         trial = str(info.get("trial"))
-        if trial in running:  # a redelivery of the same trial is alive; leave its claim alone
-            path.unlink(missing_ok=True)
-            continue
+        others = live.get(trial, [])
+        if any(not o.get("prefix") for o in others):
+            continue  # a redelivery is claiming right now: decide next round
         prefix = str(info.get("prefix") or "")
         log.error("trial %s: its worker process %s is gone (%s)", trial, info.get("pid"), reason)
-        if PREFIX_RE.match(prefix):
+        if runner.PREFIX_RE.match(prefix):
             cleanup_isolated(prefix)
-        if prefix:  # no prefix: it died before its claim, so the trial never started here
+        if prefix and not others:  # no prefix: it died before its claim; the trial never ran here
             try:
                 # Not the measurement's fault: let the backend give it another attempt.
                 client.finish(
@@ -220,7 +234,8 @@ def reap_dead_markers(client: Any, reason: str) -> list[str]:
             except QoelabError as err:
                 log.warning("trial %s: could not report the lost run: %s", trial, err)
         for workdir in Path(settings.workdir).glob(f"trial-{trial}-*"):
-            shutil.rmtree(workdir, ignore_errors=True)
+            if not any(o.get("prefix") and workdir.name.endswith(f"-{o.get('attempt')}") for o in others):
+                shutil.rmtree(workdir, ignore_errors=True)
         path.unlink(missing_ok=True)
         reaped.append(trial)
     return reaped
@@ -263,8 +278,6 @@ def backend_client() -> Any:
     """One BackendClient per process (an httpx pool must not be shared across fork)."""
     global _client, _client_pid
     if _client is None or _client_pid != os.getpid():
-        from qoelab.client import BackendClient
-
         _client = BackendClient(settings.backend_url, settings.token)
         _client_pid = os.getpid()
     return _client
@@ -273,8 +286,6 @@ def backend_client() -> Any:
 def host_facts(refresh: bool = False) -> dict[str, Any]:
     global _facts, _facts_at
     if refresh or not _facts or time.monotonic() - _facts_at > CAPABILITY_REFRESH_S:
-        from qoelab import capabilities
-
         # The KVM probe starts a test guest; once per worker start is enough.
         facts = capabilities.detect(probe_kvm=not _facts)
         if _facts:
@@ -300,7 +311,7 @@ def heartbeat_body(running: list[str]) -> dict[str, Any]:
 
 
 def send_heartbeat() -> dict[str, Any]:
-    running, dead = scan_markers()
+    running, dead, _ = scan_markers()
     # A lost run stays listed until the reaper has cleaned it up and reported why it ended, so the
     # backend neither guesses the reason nor hands the trial out again while its leftovers exist.
     lost = [str(info.get("trial")) for _, info in dead if info.get("prefix")]
@@ -348,10 +359,8 @@ def startup() -> dict[str, Any]:
     Raises QoelabError (unreachable backend, refused token) so ``qoelab worker`` can say so.
     """
     global _started
-    from qoelab.runner import cleanup_prefix
-
     settings.workdir.mkdir(parents=True, exist_ok=True)
-    cleanup_prefix(LEFTOVER_PREFIX)
+    runner.cleanup_prefix(LEFTOVER_PREFIX)
     facts = host_facts(refresh=True)
     for cap, why in sorted(facts["reasons"].items()):
         log.info("capability %s: no (%s)", cap, why)
@@ -393,8 +402,6 @@ def _on_worker_shutdown(**_: Any) -> None:
 @app.task(name="qoelab.run_trial", acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def run_trial(trial_id: int) -> str:
     """Claim and run one trial. The outcome goes to the backend, not to a Celery result."""
-    from qoelab import runner
-
     marker = _write_marker(trial_id)
     try:
         client = backend_client()
@@ -402,7 +409,12 @@ def run_trial(trial_id: int) -> str:
         if claim is None:
             log.info("trial %s: no longer queued for %s; this delivery exits", trial_id, settings.name)
             return "not-claimed"
-        marker.write_text(json.dumps({**json.loads(marker.read_text()), "prefix": claim.get("prefix", "")}))
+        info = {
+            **json.loads(marker.read_text()),
+            "prefix": claim.get("prefix", ""),
+            "attempt": claim.get("attempt"),
+        }
+        _write_json(marker, info)
         return runner.run_trial(claim, settings.workdir, client, host_facts=host_facts())
     finally:
         with contextlib.suppress(OSError):

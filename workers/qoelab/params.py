@@ -27,7 +27,12 @@ def _bounded(parse, fmt, lo: float | None, hi: float | None, unit: str):
             raise ValueError(f"must be at most {fmt(hi)}, got {value!r}")
         return x
 
-    return BeforeValidator(check), WithJsonSchema({"type": ["string", "number"], "x-unit": unit})
+    schema: dict[str, Any] = {"type": ["string", "number"], "x-unit": unit}
+    if lo is not None:
+        schema["x-minimum"] = lo
+    if hi is not None:
+        schema["x-maximum"] = hi
+    return BeforeValidator(check), WithJsonSchema(schema)
 
 
 def Rate(lo: float = 8e3, hi: float = 10e9):  # noqa: N802 - reads as a type in schemas

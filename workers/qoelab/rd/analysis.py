@@ -5,7 +5,8 @@ From a capture taken on the client side of the link, each screen update is measu
 - start = the last client→server payload packet carrying the input (the last one before the server's
   response begins);
 - end = the last server→client payload packet of the response, i.e. before the server goes quiet
-  for at least ``quiet_s``;
+  for at least ``quiet_s`` (when a click says the screen last changed more than ``quiet_s`` after
+  that, the response is the burst that was arriving at that moment: ``extended_to_pixels``);
 - T = end − start, X = server→client payload bytes in (start, end], rate = 8·X/T bit/s.
 
 Updates are anchored on the driver's clicks when a clicks file is given, otherwise segmented by
@@ -418,6 +419,7 @@ class Update:
     page: int | None = None
     ratio: float | None = None
     reason: str | None = None  # why it timed out
+    extended_to_pixels: bool = False  # the window was extended to the burst running at pixel_stable_t
 
     @property
     def T_ms(self) -> float | None:  # noqa: N802
@@ -444,6 +446,7 @@ class Update:
             "connections": self.connections,
             "timed_out": self.timed_out,
             "reason": self.reason,
+            "extended_to_pixels": self.extended_to_pixels,
         }
 
 
@@ -655,7 +658,12 @@ def _empty(index: int, reason: str, **extra: Any) -> Update:
 
 
 def _by_clicks(
-    flow: _Flow, clicks: list[Click], quiet_s: float, timeout_s: float | None, guard_s: float
+    flow: _Flow,
+    clicks: list[Click],
+    quiet_s: float,
+    timeout_s: float | None,
+    guard_s: float,
+    extend_to_pixels: bool = True,
 ) -> list[Update]:
     updates = []
     up, down = flow.up_ts, flow.down_ts
@@ -677,12 +685,22 @@ def _by_clicks(
             continue
         start = up[bisect.bisect_left(up, down[jd]) - 1]
         _, j, cut = flow.burst_end(jd, quiet_s, limit)
+        extended = False
+        if extend_to_pixels and not cut and c.pixel_stable_t is not None and c.pixel_stable_t < limit:
+            # The screen kept changing after the first burst went quiet (X2Go at low rates answers a
+            # click at once with a few hundred bytes, then sends the page seconds later): the
+            # update is the burst that was arriving when the screen last changed.
+            k = bisect.bisect_right(down, c.pixel_stable_t) - 1
+            if k > j and c.pixel_stable_t - down[j] > quiet_s:
+                _, j, cut = flow.burst_end(k, quiet_s, limit)
+                extended = True
         # Cut by the next click is fine (the driver saw the screen settle); cut by the timeout is not.
         timed_out = cut and limit < w1
         reason = "response still running at the timeout" if timed_out else None
         if c.timed_out and not timed_out:
             timed_out, reason = True, "the driver timed out waiting for the screen to settle"
-        updates.append(flow.measure(c.index, u0, start, down[j], timed_out=timed_out, reason=reason, **extra))
+        updates.append(flow.measure(c.index, u0, start, down[j], timed_out=timed_out, reason=reason,
+                                    extended_to_pixels=extended, **extra))  # fmt: skip
     return updates
 
 
@@ -729,6 +747,7 @@ def analyze(
     quiet_s: float = 0.5,
     timeout_s: float | None = None,
     guard_s: float = DEFAULT_GUARD_S,
+    extend_to_pixels: bool = True,
 ) -> AnalysisResult:
     """Measure every screen update in a capture; see the module docstring and docs/rd-analysis.md."""
     if not (isinstance(quiet_s, int | float) and math.isfinite(quiet_s) and quiet_s > 0):
@@ -749,7 +768,7 @@ def analyze(
     flow = _Flow(packets, server, client)
     if clicks is not None:
         mode = "clicks"
-        updates = _by_clicks(flow, clicks, quiet_s, timeout_s, guard_s)
+        updates = _by_clicks(flow, clicks, quiet_s, timeout_s, guard_s, extend_to_pixels)
         if clicks and info.first_ts is not None and info.last_ts is not None:
             outside = [c.index for c in clicks if not info.first_ts - 1 <= c.t <= info.last_ts]
             if outside:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
-from qoelab.rd.display import Display, start_x_server
+from qoelab.rd.display import Display, start_x_server, start_xvfb
 from qoelab.rd.procs import Proc, ProcSet, SetupError, require_tool, wait_for
 
 PROTOCOLS = ("vnc", "spice", "x2go")
@@ -36,7 +36,8 @@ SECRET_DIR = Path("/var/lib/qoelab-rd")
 
 # Server-side settings per protocol (the thesis defaults where the thesis names one).
 SERVER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "vnc": {"port": 5900},
+    # x11vnc (libvncserver) on Xvfb by default: see docs/rd-benchmark.md, "Which VNC server".
+    "vnc": {"port": 5900, "server": "x11vnc"},
     "spice": {
         "port": 5930,
         "image_compression": "auto_glz",
@@ -46,6 +47,7 @@ SERVER_DEFAULTS: dict[str, dict[str, Any]] = {
     },
     "x2go": {"ssh_port": 22},
 }
+VNC_SERVERS = ("x11vnc", "tigervnc")
 SPICE_IMAGE_COMPRESSION = ("off", "auto_glz", "auto_lz", "quic", "glz", "lz")
 SPICE_WAN = ("auto", "never", "always")
 SPICE_STREAMING = ("off", "all", "filter")
@@ -141,8 +143,11 @@ def save_screenshot(display: Display, path: Path) -> None:
 
 
 def start_vnc_server(procs: ProcSet, ns: str, ip: str, settings: dict[str, Any]) -> tuple[Display, int]:
-    xvnc = require_tool("Xvnc", "tigervnc-standalone-server")
     port = _port("settings.port", settings["port"])
+    kind = _choice("settings.server", settings.get("server", "x11vnc"), VNC_SERVERS)
+    if kind == "x11vnc":
+        return start_x11vnc(procs, ns, ip, port), port
+    xvnc = require_tool("Xvnc", "tigervnc-standalone-server")
 
     def argv(n: int) -> list[str]:
         return [
@@ -152,6 +157,25 @@ def start_vnc_server(procs: ProcSet, ns: str, ip: str, settings: dict[str, Any])
         ]  # fmt: skip
 
     return start_x_server(procs, "xvnc", argv, SCREEN_W, SCREEN_H, ns), port
+
+
+def start_x11vnc(procs: ProcSet, ns: str, ip: str, port: int) -> Display:
+    """Xvfb 800x600 as the desktop and x11vnc (libvncserver) serving it.
+
+    Like QEMU's built-in VNC server (the thesis' server) x11vnc compares the framebuffer and sends
+    each change once, at the JPEG quality the client asked for; TigerVNC's Xvnc re-sends lossy
+    areas losslessly in paced chunks for seconds afterwards, which hides the end of an update.
+    """
+    x11vnc = require_tool("x11vnc", "x11vnc")
+    display = start_xvfb(procs, SCREEN_W, SCREEN_H, ns=ns, name="vnc-xvfb")
+    argv = [
+        x11vnc, "-display", display.name, "-rfbport", str(port), "-listen", ip, "-nopw", "-forever",
+        "-shared", "-noipv6", "-nolookup", "-noxrecord", "-nowf", "-nowcr", "-nosel", "-noclipboard",
+        "-nobell", "-nossl", "-norc", "-noxfixes", "-cursor", "arrow",
+    ]  # fmt: skip
+    proc = procs.spawn("x11vnc", argv, ns=ns)
+    wait_for(f"x11vnc on port {port}", lambda: f"PORT={port}" in proc.log_tail(40), 20, proc=proc)
+    return display
 
 
 def spice_xorg_conf(settings: dict[str, Any], ip: str) -> str:

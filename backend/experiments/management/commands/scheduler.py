@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from experiments import services
+from ratings.live import release_expired_slots
 
 log = logging.getLogger("qoelab.scheduler")
 
@@ -67,6 +68,9 @@ class Command(BaseCommand):
                 report = services.tick()
                 if report.changed:
                     log.info("tick: %s", report)
+                released = release_expired_slots()  # live rating sessions whose time ran out
+                if released:
+                    log.info("released %s expired live rating slot(s)", released)
             except Exception:  # keep looping through database or broker outages; say so loudly
                 log.exception("scheduler tick failed; retrying in %s s", interval)
             else:

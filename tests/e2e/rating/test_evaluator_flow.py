@@ -1,0 +1,173 @@
+"""An evaluator rates a recorded campaign in Debian's Chromium: open the link, consent, train,
+rate recorded conditions (videos without skip controls), reload mid-campaign and resume, finish.
+
+Runs against pytest-django's live server with real PostgreSQL rows and real WebM recordings made
+by ffmpeg and stored as trial artifacts of kind ``video`` (no Celery worker is needed here).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+ASPECTS = ["Screen response time", "Mouse response time", "Keyboard response time", "Image clarity"]
+SCALE = {
+    5: "Imperceptible",
+    4: "Perceptible but not annoying",
+    3: "Slightly annoying",
+    2: "Annoying",
+    1: "Very annoying",
+}
+
+
+@pytest.fixture
+def recorded_campaign(alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
+    from ratings import demo, services
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    points = [
+        {"protocol": p, "rate": "1mbit", "delay": d} for p in ("vnc", "spice") for d in ("10ms", "100ms")
+    ]
+    sweep = demo.demo_sweep(alice, points)
+    ref = demo.make_video(tmp_path / "reference.webm", seconds=1.0)
+    deg = demo.make_video(tmp_path / "degraded.webm", degraded=True, seconds=1.0)
+    for trial in sweep.trials.all():
+        demo.add_video_artifact(trial, ref, reference=True)
+        demo.add_video_artifact(trial, deg)
+    campaign = services.open_campaign(services.create_campaign(alice, name="e2e rating", sweep=sweep, seed=3))
+    ((_, token),) = services.invite(campaign, labels=["E1"])
+    return campaign, token
+
+
+def _watch(page: Any, stage: str) -> None:
+    name = "Play the reference" if stage == "reference" else "Play the case to rate"
+    page.get_by_role("button", name=name, exact=True).click()
+    page.locator(f"[data-seen='{stage}']").filter(has_text="Watched").wait_for(timeout=15_000)
+
+
+def _answer(page: Any, score: int) -> None:
+    for aspect in ASPECTS:
+        page.get_by_role("radiogroup", name=aspect).get_by_role(
+            "radio", name=f"{score} {SCALE[score]}"
+        ).check()
+    page.get_by_role("button", name="Save my answers and continue").click()
+
+
+def test_an_evaluator_consents_trains_rates_resumes_after_reload_and_finishes(
+    live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str], save_screenshot: Any
+) -> None:
+    from ratings.models import Evaluator, Rating
+
+    campaign, token = recorded_campaign
+    page = chromium_page
+    page.goto(f"{live_server.url}/rate/{token}/")
+    page.get_by_role("heading", name="Welcome, and thank you for helping").wait_for()
+    page.get_by_label("I have read this and agree to take part").check()
+    page.get_by_role("button", name="Start").click()
+
+    # Training: the best, then the worst anchor.
+    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+    first_radio = page.get_by_role("radiogroup", name=ASPECTS[0]).get_by_role("radio", name="5 Imperceptible")
+    assert first_radio.is_disabled(), "the form must stay closed before the videos were watched"
+    assert page.get_by_role("button", name="Play the case to rate").is_disabled()
+    assert page.locator("video#video-reference").evaluate("v => v.controls") is False
+    _watch(page, "reference")
+    _watch(page, "degraded")
+    first_radio.wait_for(state="attached")
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
+    _answer(page, 5)
+    page.get_by_role("heading", name="Practice 2 of 2: the worst case").wait_for()
+    _watch(page, "reference")
+    _watch(page, "degraded")
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
+    _answer(page, 1)
+
+    # First real case, answered with the keyboard for one aspect.
+    page.get_by_role("heading", name="Case 1 of 6").wait_for()
+    _watch(page, "reference")
+    _watch(page, "degraded")
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
+    group = page.get_by_role("radiogroup", name=ASPECTS[0])
+    group.get_by_role("radio", name="5 Imperceptible").focus()
+    page.keyboard.press("ArrowRight")  # moves to and selects the next grade: 4
+    assert group.get_by_role("radio", name="4 Perceptible but not annoying").is_checked()
+    for aspect in ASPECTS[1:]:
+        page.get_by_role("radiogroup", name=aspect).get_by_role("radio", name="3 Slightly annoying").check()
+    page.get_by_role("button", name="Save my answers and continue").click()
+
+    # Second case: watch the reference only, then reload: the page resumes at the same step.
+    page.get_by_role("heading", name="Case 2 of 6").wait_for()
+    _watch(page, "reference")
+    page.reload()
+    page.get_by_role("heading", name="Case 2 of 6").wait_for()
+    assert page.locator("[data-seen='reference']").inner_text() == "Watched ✓"
+    assert page.get_by_role("button", name="Play the case to rate").is_enabled()
+    assert page.evaluate("() => document.getElementById('rating-fields').disabled") is True
+    ev = Evaluator.objects.get(campaign=campaign, label="E1")
+    assert ev.position == 3
+    _watch(page, "degraded")
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
+    _answer(page, 3)
+
+    # The rest of the cases, at tablet width.
+    page.set_viewport_size({"width": 768, "height": 1024})
+    for n in range(3, 7):
+        page.get_by_role("heading", name=f"Case {n} of 6").wait_for()
+        if n == 3:
+            box = page.locator(".choice").first.bounding_box()
+            assert box["height"] >= 48 and box["width"] > 600, box  # one large target per row
+            assert page.evaluate("() => document.documentElement.scrollWidth") <= 768
+            save_screenshot(page, "rating/condition_tablet")
+        _watch(page, "reference")
+        _watch(page, "degraded")
+        page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
+        _answer(page, 4)
+
+    page.get_by_role("heading", name="Thank you!").wait_for()
+    save_screenshot(page, "rating/finished")
+    ev.refresh_from_db()
+    assert ev.finished_at is not None
+    ratings = Rating.objects.filter(evaluator=ev)
+    assert ratings.filter(phase="training").count() == 2 * 4
+    assert ratings.filter(phase="main").count() == 6 * 4
+    assert set(ratings.filter(phase="training").values_list("score", flat=True)) == {5, 1}
+    assert ratings.filter(phase="main", aspect="screen_response", score=4).exists()
+    assert not [p for p in page.qoelab_problems if not re.search(r"favicon", p)], page.qoelab_problems
+
+
+def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
+    live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str], alice: Any
+) -> None:
+    from ratings import services
+    from ratings.models import Evaluator
+
+    campaign, token = recorded_campaign
+    ev = services.give_consent(Evaluator.objects.get(campaign=campaign))
+    gold = campaign.conditions.get(kind="gold").pk
+    for cid in ev.order:
+        ev.refresh_from_db()
+        for stage in ("reference", "degraded"):
+            services.record_screen(ev, cid, stage, 0)
+        # 5 on the reference-vs-reference trap, or screening would exclude this evaluator.
+        services.submit_ratings(ev, cid, {k: 5 if cid == gold else 3 for k in campaign.aspect_keys})
+    page = chromium_page
+    page.goto(f"{live_server.url}/accounts/login/?next=/campaigns/{campaign.pk}/results/")
+    page.get_by_label("Username").fill(alice.username)
+    page.get_by_label("Password").fill(f"{alice.username}-password-1")
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_role("heading", name="Results: e2e rating").wait_for()
+    table = page.get_by_role("table", name=re.compile("After exclusion"))
+    assert "3.00 (n=1)" in table.first.inner_text()
+    points = page.evaluate(
+        """() => {
+          const c = window.Chart.getChart(document.querySelector('figure[data-chart-key="fig43"] canvas'));
+          return c.data.datasets.map((d) => ({label: d.label, n: d.data.length}));
+        }"""
+    )
+    assert points == [{"label": "delay 10ms", "n": 1}, {"label": "delay 100ms", "n": 1}]
+    assert not page.qoelab_problems, page.qoelab_problems

@@ -1,0 +1,320 @@
+"""Job type ``rd_qoe``: one slow-motion remote-desktop trial (thesis ch. 4) over an emulated link.
+
+A trial builds the link, verifies it briefly (stored as the trial's ``link``), runs the namespace
+desktop with one protocol's server and native client, clicks through the workload pages one update
+at a time under capture and records one sample per screen update (T, X, X/T, pixel time, ...).
+The charts reproduce the thesis' Figs. 4.6-4.8 from the per-trial means (mean ± 95 % CI over the
+repetitions, as the thesis averaged 10 runs per condition).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from qoelab import params as p
+from qoelab.emulation.profile import LinkParams
+from qoelab.jobs import register
+from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TrialContext, TrialResult
+
+PROTOCOLS = ("vnc", "spice", "x2go")
+# What a worker must report for each protocol (qoelab.capabilities.RD_TOOLS). The SPICE server
+# (Xorg + spiceqxl) has no capability flag of its own yet; run_bench names its package when missing.
+PROTOCOL_CAPS: dict[str, frozenset[str]] = {
+    "vnc": frozenset({"rd.vnc.server", "rd.vnc.client"}),
+    "spice": frozenset({"rd.spice.client"}),
+    "x2go": frozenset({"rd.x2go.server", "rd.x2go.client"}),
+}
+COMMON_CAPS = frozenset({"netns", "link", "iperf3", "tshark"})
+SPICE_IMAGE_COMPRESSION = ("auto_glz", "auto_lz", "quic", "glz", "lz", "off")
+X2GO_LINKS = ("modem", "isdn", "adsl", "wan", "lan")
+# An update whose pixel time and packet time differ by more than this is flagged (``disagree``).
+DISAGREE_MS = 500.0
+# Fixed costs of a trial besides the clicks: desktop + viewer start (X2Go's SSH login is the
+# slowest, ~12 s), teardown, the link verification's pings and UDP probes.
+SETUP_BUDGET_S = 60.0
+TIMEOUT_S = 1800  # the job type's hard limit per trial attempt
+
+
+class RdQoeParams(LinkParams):
+    """The link (shared fields), the protocol and its settings, and the slow-motion driver's knobs."""
+
+    protocol: Literal["vnc", "spice", "x2go"] = Field(description="remote-desktop protocol")
+    server: Literal["namespace"] = Field(
+        default="namespace", description="where the desktop runs: the server network namespace"
+    )
+    seed: int = Field(default=1, ge=0, le=2**31 - 1, description="workload pages and link PRNG seed")
+    quiet: p.Duration(0.05, 10.0) = Field(  # type: ignore[valid-type]
+        default=0.5, description="Q: server silence that ends an update"
+    )
+    pause: p.Duration(0.0, 60.0) = Field(default=0.5, description="P: pause after each update")  # type: ignore[valid-type]
+    update_timeout: p.Duration(1.0, 600.0) = Field(  # type: ignore[valid-type]
+        default=30.0, description="an update not finished after this long is recorded as timed out"
+    )
+    verify_duration: p.Duration(1.0, 30.0) = Field(  # type: ignore[valid-type]
+        default=2.0, description="seconds per TCP test of the link verification at the trial's start"
+    )
+    # After the durations: its validator checks the time budget with them.
+    pages: int = Field(default=5, ge=1, le=100, description="screen updates (clicks) per trial")
+    vnc_server: Literal["x11vnc", "tigervnc"] = Field(
+        default="x11vnc", description="VNC server program (x11vnc on Xvfb, or TigerVNC Xvnc)"
+    )
+    vnc_compresslevel: int = Field(default=9, ge=0, le=9, description="TightVNC viewer -compresslevel")
+    vnc_quality: int = Field(default=5, ge=0, le=9, description="TightVNC viewer JPEG -quality")
+    spice_image_compression: Literal["auto_glz", "auto_lz", "quic", "glz", "lz", "off"] = Field(
+        default="auto_glz", description="SPICE server image compression"
+    )
+    x2go_link: Literal["modem", "isdn", "adsl", "wan", "lan"] = Field(
+        default="adsl", description="X2Go link quality"
+    )
+    x2go_pack: str = Field(default="16m-jpeg-9", description="X2Go compression method")
+
+    @field_validator("x2go_pack")
+    @classmethod
+    def _pack_is_one_word(cls, value: str) -> str:
+        # Passed to pyhoca-cli --pack: one NX method name such as 16m-jpeg-9, nothing else.
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]{0,39}", value):
+            raise ValueError(f"must be an NX pack method such as 16m-jpeg-9, got {value!r}")
+        return value
+
+    @field_validator("pages")
+    @classmethod
+    def _fits_the_time_limit(cls, pages: int, info: ValidationInfo) -> int:
+        # Worst case: every update runs to its timeout. Refuse at sweep creation, not after 30 min.
+        d = info.data
+        if not all(k in d for k in ("update_timeout", "pause", "quiet", "verify_duration")):
+            return pages  # another field is already invalid and reported
+        per_update = d["update_timeout"] + d["pause"] + d["quiet"]
+        worst = pages * per_update + SETUP_BUDGET_S + 2 * d["verify_duration"] + 10
+        if worst > TIMEOUT_S:
+            most = int((TIMEOUT_S - SETUP_BUDGET_S - 2 * d["verify_duration"] - 10) // per_update)
+            raise ValueError(
+                f"must be at most {most} with update_timeout {d['update_timeout']:g} s (every update may "
+                f"run to its timeout and the trial limit is {TIMEOUT_S} s), got {pages}"
+            )
+        return pages
+
+    def settings(self) -> dict[str, Any]:
+        """The protocol's settings for ``run_bench`` (only the chosen protocol's are used)."""
+        if self.protocol == "vnc":
+            return {"server": self.vnc_server, "compresslevel": self.vnc_compresslevel,
+                    "quality": self.vnc_quality}  # fmt: skip
+        if self.protocol == "spice":
+            return {"image_compression": self.spice_image_compression}
+        return {"link": self.x2go_link, "pack": self.x2go_pack}
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def update_samples(updates: list[dict[str, Any]], disagree_ms: float = DISAGREE_MS) -> list[Sample]:
+    """One ``update`` sample per screen update, with pixel time beside packet time."""
+    samples = []
+    for u in updates:
+        click_to_end = (
+            (u["end"] - u["click_time"]) * 1e3 if u.get("end") is not None and u.get("click_time") else None
+        )
+        pixel = u.get("pixel_ms")
+        gap = None if pixel is None or click_to_end is None else pixel - click_to_end
+        values: dict[str, Any] = {
+            "page": u.get("page"),
+            "ratio": u.get("ratio"),
+            "T_ms": u.get("T_ms"),
+            "bytes_down": u["bytes_down"],
+            "bytes_down_unique": u["bytes_down_unique"],
+            "rate_bps": u.get("rate_bps"),
+            "pixel_ms": pixel,
+            "pixel_minus_packet_ms": gap,
+            "disagree": gap is not None and abs(gap) > disagree_ms,
+            "extended_to_pixels": bool(u.get("extended_to_pixels")),
+            "bytes_up": u["bytes_up"],
+            "packets_down": u["packets_down"],
+            "packets_up": u["packets_up"],
+            "retransmissions": u["retransmissions_down"] + u["retransmissions_up"],
+            "retransmissions_down": u["retransmissions_down"],
+            "retransmissions_up": u["retransmissions_up"],
+            "connections": u["connections"],
+            "timed_out": bool(u["timed_out"]),
+            "reason": u.get("reason"),
+        }
+        samples.append(Sample("update", int(u["index"]), values))
+    return samples
+
+
+def summarise(samples: list[Sample], timings: dict[str, float]) -> dict[str, float]:
+    """Per-trial numbers: means and medians over the updates that finished."""
+    done = [s.values for s in samples if not s.values["timed_out"] and s.values["T_ms"] is not None]
+    out: dict[str, float | None] = {
+        "n": float(len(samples)),
+        "n_timed_out": float(sum(bool(s.values["timed_out"]) for s in samples)),
+        "n_disagree": float(sum(bool(s.values["disagree"]) for s in samples)),
+        "setup_s": timings.get("setup_s"),
+        "teardown_s": timings.get("teardown_s"),
+        "run_s": timings.get("run_s"),
+    }
+    for name in ("T_ms", "bytes_down", "rate_bps", "pixel_ms", "bytes_up"):
+        vals = [float(v[name]) for v in done if v.get(name) is not None]
+        out[name] = _mean(vals)
+        out[f"{name}_median"] = _median(vals)
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
+
+
+def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation.topology import emulated_link
+    from qoelab.emulation.verify import verify_link
+    from qoelab.rd.bench import run_bench
+
+    profile = params.to_profile(seed=params.seed)
+    log_path = ctx.workdir / "linkemu.log"
+    trial_dir = ctx.workdir / "rd"
+    with emulated_link(profile, prefix=ctx.prefix, log_path=log_path) as link:
+        ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
+        verification = verify_link(link, duration_s=float(params.verify_duration))
+        for c in verification["checks"]:
+            if not c["ok"]:
+                ctx.log.warning("link check %s outside tolerance: configured %s, measured %s",
+                                c["name"], c["configured"], c["measured"])  # fmt: skip
+        result = run_bench(
+            params.protocol,
+            link.server_ns,
+            link.client_ns,
+            link.server_ip,
+            link.client_if,
+            trial_dir,
+            pages=params.pages,
+            seed=params.seed,
+            quiet_s=float(params.quiet),
+            pause_s=float(params.pause),
+            update_timeout_s=float(params.update_timeout),
+            settings=params.settings(),
+            log=ctx.log,
+            prefix=ctx.prefix,
+        )
+    verification["emulator_stats"] = link.emulator_stats or None
+    (ctx.workdir / "link_check.json").write_text(json.dumps(verification, indent=2, default=str))
+    for path in result["artifacts"]:
+        path = Path(path)
+        kind = {".pcap": "pcap", ".json": "json", ".log": "log"}.get(path.suffix, "file")
+        ctx.add_artifact(path, kind)
+    ctx.add_artifact(ctx.workdir / "link_check.json", "json")
+    if (trial_dir / "result.json").exists():
+        ctx.add_artifact(trial_dir / "result.json", "json")
+    if log_path.exists():
+        ctx.add_artifact(log_path, "log")
+    if result.get("updates") is None:
+        from qoelab.errors import QoelabError
+
+        raise QoelabError(result.get("analysis_error") or "the packet analysis produced no updates")
+    samples = update_samples(result["updates"])
+    summary = summarise(samples, result["timings"])
+    meas = verification["measured"]
+    for name in ("tcp_down_bps", "rtt_ms"):
+        if meas.get(name) is not None:
+            summary[f"link_{name}"] = float(meas[name])
+    summary["link_checks_ok"] = 1.0 if verification["ok"] else 0.0
+    return TrialResult(
+        summary=summary,
+        samples=samples,
+        link=verification,
+        provenance={
+            "server": params.server,
+            "protocol": params.protocol,
+            "settings": result["settings"],
+            "tools": {**verification.get("tools", {}), **{k: v for k, v in result["versions"].items()}},
+            "backend": link.backend,
+            "backend_reason": link.backend_reason,
+            "mapping": result.get("mapping"),
+            "analysis": result.get("analysis"),
+        },
+    )
+
+
+def _t_vs(x: str, key: str, title: str, x_label: str, x_scale: float = 1.0, log_x: bool = False) -> ChartSpec:
+    return ChartSpec(key=key, title=title, x=x, y="T_ms", series="protocol", log_x=log_x,
+                     x_label=x_label, y_label="response time T (ms)", x_scale=x_scale)  # fmt: skip
+
+
+JOB = register(
+    JobType(
+        name="rd_qoe",
+        title="Remote-desktop QoE (slow motion)",
+        description="A real VNC, SPICE or X2Go session over the emulated link; a driver clicks through "
+        "workload pages one update at a time and the client-side capture gives per update the response "
+        "time T, the transferred bytes X and X/T (thesis ch. 4), with the screen's own settling time beside.",
+        params=RdQoeParams,
+        requires=COMMON_CAPS | PROTOCOL_CAPS["vnc"] | PROTOCOL_CAPS["spice"] | PROTOCOL_CAPS["x2go"],
+        run=run,  # type: ignore[arg-type]
+        metrics=(
+            Metric("T_ms", "response time T (mean)", "ms"),
+            Metric("bytes_down", "transfer size X (mean)", "B"),
+            Metric("rate_bps", "transfer rate X/T (mean)", "bit/s"),
+            Metric("pixel_ms", "screen settled after click (mean)", "ms"),
+            Metric("T_ms_median", "response time T (median)", "ms"),
+            Metric("bytes_down_median", "transfer size X (median)", "B"),
+            Metric("rate_bps_median", "transfer rate X/T (median)", "bit/s"),
+            Metric("bytes_up", "client→server bytes (mean)", "B"),
+            Metric("n", "updates", ""),
+            Metric("n_timed_out", "updates timed out", ""),
+            Metric("n_disagree", "updates where pixel and packet time disagree", ""),
+            Metric("setup_s", "trial setup", "s"),
+            Metric("teardown_s", "trial teardown", "s"),
+            Metric("link_tcp_down_bps", "link: TCP goodput down", "bit/s"),
+            Metric("link_rtt_ms", "link: RTT idle", "ms"),
+        ),
+        charts=(
+            _t_vs(
+                "rate",
+                "fig46_T",
+                "Fig. 4.6 (a): response time T vs bandwidth",
+                "bandwidth (Mbit/s)",
+                x_scale=1e6,
+                log_x=True,
+            ),  # fmt: skip
+            ChartSpec(
+                key="fig46_X",
+                title="Fig. 4.6 (b): transfer size X vs bandwidth",
+                x="rate",
+                y="bytes_down",
+                series="protocol",
+                log_x=True,
+                x_label="bandwidth (Mbit/s)",
+                y_label="transfer size X (KB)",
+                x_scale=1e6,
+                y_scale=1e3,
+            ),  # fmt: skip
+            ChartSpec(
+                key="fig46_rate",
+                title="Fig. 4.6 (c): transfer rate X/T vs bandwidth",
+                x="rate",
+                y="rate_bps",
+                series="protocol",
+                log_x=True,
+                x_label="bandwidth (Mbit/s)",
+                y_label="X/T (Mbit/s)",
+                x_scale=1e6,
+                y_scale=1e6,
+            ),  # fmt: skip
+            _t_vs(
+                "delay",
+                "fig47_T",
+                "Fig. 4.7: response time T vs one-way delay",
+                "one-way delay (ms)",
+                x_scale=1e-3,
+            ),  # fmt: skip
+            _t_vs("loss", "fig48_T", "Fig. 4.8: response time T vs packet loss", "loss (%)", log_x=True),
+        ),
+        timeout_s=TIMEOUT_S,
+        max_attempts=2,
+    )
+)
