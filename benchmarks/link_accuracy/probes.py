@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from pyroute2 import NetNS, netns
+from pyroute2 import IPRoute
 
 from qoelab.emulation.userspace import UserspaceLink
 
@@ -78,12 +78,13 @@ class Pair:
         self.cif, self.sif = prefix + "t0", prefix + "t1"
 
     def __enter__(self) -> Pair:
-        netns.create(self.cns)
-        netns.create(self.sns)
+        # `ip netns` rather than pyroute2's netns/NetNS, which fork (unsafe in a threaded process).
+        for ns in (self.cns, self.sns):
+            subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
         try:
             self.link.start()
             for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
-                with NetNS(ns) as ipr:
+                with in_netns(ns), IPRoute() as ipr:
                     ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
                     ipr.addr("add", index=ipr.link_lookup(ifname=ifname)[0], address=addr, prefixlen=30)
                 # Autotuning up to 64 MiB: 1 Gbit/s x 400 ms RTT is 50 MB in flight.
@@ -99,8 +100,7 @@ class Pair:
             self.final = self.link.stop()
         finally:
             for ns in (self.cns, self.sns):
-                with contextlib.suppress(OSError):
-                    netns.remove(ns)
+                subprocess.run(["ip", "netns", "delete", ns], check=False, capture_output=True)
 
     def sh(self, ns: str, *argv: str, timeout: float = 60) -> str:
         return subprocess.run(

@@ -192,3 +192,15 @@ def test_a_pool_process_killed_mid_trial_is_reported_and_its_leftovers_removed(l
     detail = api.get(f"/api/trials/{row['id']}/")
     assert "the worker process running this trial died" in detail["attempt_log"][0]["reason"]
     assert lab_stack.worker.alive()
+
+
+def test_the_worker_answers_the_celery_ping_the_container_healthcheck_sends(lab_stack: Any) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QOELAB_", "DJANGO_"))}
+    env["QOELAB_BROKER_URL"] = lab_stack.worker.broker_url
+    out = subprocess.run(
+        [str(QOELAB_BIN.with_name("celery")), "-A", "qoelab.celery_app", "inspect", "ping",
+         "-d", f"celery@{lab_stack.host_name}", "--timeout", "10"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"celery@{lab_stack.host_name}: OK" in out.stdout

@@ -47,7 +47,7 @@ def test_help_lists_every_command_with_examples() -> None:
     assert out.returncode == 0
     for command in ("worker", "sweep", "hosts", "capabilities", "version"):
         assert f"\n    {command}" in out.stdout, command
-    assert "examples:\n  qoelab worker --broker" in out.stdout
+    assert "examples:\n  QOELAB_HOST_TOKEN=... qoelab worker --broker" in out.stdout
     assert "qoelab sweep run examples/link_check.yaml --wait" in out.stdout
     assert max(len(line) for line in out.stdout.splitlines()) <= 110
 
@@ -66,7 +66,7 @@ def test_worker_help_explains_how_to_add_a_second_host() -> None:
     ):
         assert flag in text, flag
     assert "manage.py add_host lab2" in text
-    assert "qoelab worker --name lab2 --token TOKEN" in text
+    assert "export QOELAB_HOST_TOKEN=TOKEN\n" in text and "qoelab worker --name lab2" in text
     assert "QOELAB_HOST_TOKEN" in text
 
 
@@ -105,20 +105,27 @@ def test_the_worker_without_a_token_says_where_to_get_one() -> None:
         ("--concurrency", "0", "concurrency must be between 1 and 64, got 0"),
         ("--broker", "localhost:6379", "the broker URL must be redis://HOST:PORT/DB"),
         ("--backend", "web:8000", "the backend URL must start with http:// or https://"),
+        ("--workdir", "/proc/qoelab", "cannot create the work dir /proc/qoelab"),
     ],
 )
-def test_the_worker_rejects_bad_settings_naming_them(flag: str, value: str, needle: str) -> None:
-    args = {"--broker": "redis://127.0.0.1:6379/14", "--backend": UNREACHABLE, "--token": "t" * 20}
-    args[flag] = value
-    flat = [x for kv in args.items() for x in kv]
-    assert_one_sentence_error(qoelab("worker", *flat, "--name", "lab1") if flag != "--name" else
-                              qoelab("worker", *flat), needle)  # fmt: skip
+def test_the_worker_rejects_bad_settings_naming_them(
+    flag: str, value: str, needle: str, tmp_path: Path
+) -> None:
+    args = {
+        "--broker": "redis://127.0.0.1:6379/14",
+        "--backend": UNREACHABLE,
+        "--token": "t" * 20,
+        "--name": "lab1",
+        "--workdir": str(tmp_path),
+        flag: value,
+    }
+    assert_one_sentence_error(qoelab("worker", *[x for kv in args.items() for x in kv]), needle)
 
 
-def test_the_worker_says_when_it_cannot_reach_the_backend() -> None:
+def test_the_worker_says_when_it_cannot_reach_the_backend(tmp_path: Path) -> None:
     out = qoelab(
         "worker", "--broker", "redis://127.0.0.1:6379/14", "--backend", UNREACHABLE,
-        "--token", "t" * 20, "--name", "clitest", "--workdir", "/tmp/qoelab-clitest",
+        "--token", "t" * 20, "--name", "clitest", "--workdir", str(tmp_path),
     )  # fmt: skip
     assert_one_sentence_error(out, f"cannot reach the backend at {UNREACHABLE}")
 

@@ -38,8 +38,20 @@ from qoelab.errors import QoelabError
 
 log = logging.getLogger("qoelab.worker")
 
+
 # Tests shorten it (with the backend's QOELAB_HEARTBEAT_TIMEOUT) to see a dead worker quickly.
-HEARTBEAT_INTERVAL_S = float(os.environ.get("QOELAB_HEARTBEAT_INTERVAL") or 10.0)
+def _env_seconds(name: str, default: float) -> float:
+    raw = os.environ.get(name) or ""
+    try:
+        value = float(raw) if raw.strip() else default
+    except ValueError:
+        raise QoelabError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0.1 <= value <= 3600:
+        raise QoelabError(f"{name} must be between 0.1 and 3600 seconds, got {raw!r}")
+    return value
+
+
+HEARTBEAT_INTERVAL_S = _env_seconds("QOELAB_HEARTBEAT_INTERVAL", 10.0)
 # Re-probe capabilities now and then: a tool installed while the worker runs shows up.
 CAPABILITY_REFRESH_S = 300.0
 # Hard limit = the job type's timeout + this margin (the runner stops itself at timeout + 15 s).
@@ -117,7 +129,7 @@ def max_job_timeout() -> int | None:
     return max((j.timeout_s for j in jobs.REGISTRY.values()), default=None)
 
 
-settings = WorkerSettings.from_env() if os.environ.get("QOELAB_BROKER_URL") else WorkerSettings()
+settings = WorkerSettings.from_env()
 # No fixups: a lab host has no Django, even when DJANGO_SETTINGS_MODULE leaks into its environment.
 app = Celery("qoelab", fixups=[])
 
@@ -126,6 +138,8 @@ def configure(new: WorkerSettings) -> Celery:
     """Apply ``new`` to the Celery app and this module (pool processes inherit it by fork)."""
     global settings
     settings = new
+    # One line per heartbeat request would drown the log; failures are logged by qoelab.client.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     timeout = max_job_timeout()
     hard = (timeout + HARD_LIMIT_MARGIN_S) if timeout else DEFAULT_HARD_LIMIT_S
     app.conf.update(
@@ -283,17 +297,39 @@ def backend_client() -> Any:
     return _client
 
 
+def _detect_in_child() -> dict[str, Any] | None:
+    """capabilities.detect() in a fresh interpreter: it creates a namespace (pyroute2 forks), which
+    must not happen in a process whose other threads may hold locks. None if it fails."""
+    env = {**os.environ, "QOELAB_KVM": "0"}  # the KVM verdict of the start is kept
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "qoelab.cli", "capabilities", "--json"],
+            capture_output=True, text=True, timeout=120, env=env,
+        )  # fmt: skip
+        return json.loads(out.stdout) if out.returncode == 0 else None
+    except (subprocess.SubprocessError, OSError, ValueError) as err:
+        log.warning("re-detecting capabilities failed: %s", err)
+        return None
+
+
 def host_facts(refresh: bool = False) -> dict[str, Any]:
+    """Host facts for the heartbeat and provenance; probed at start, re-probed every few minutes."""
     global _facts, _facts_at
-    if refresh or not _facts or time.monotonic() - _facts_at > CAPABILITY_REFRESH_S:
-        # The KVM probe starts a test guest; once per worker start is enough.
-        facts = capabilities.detect(probe_kvm=not _facts)
-        if _facts:
+    if refresh or not _facts:
+        facts: dict[str, Any] | None = capabilities.detect()
+    elif time.monotonic() - _facts_at > CAPABILITY_REFRESH_S:
+        facts = _detect_in_child()
+        if facts is not None:
             facts["capabilities"]["kvm"] = _facts["capabilities"].get("kvm", False)
+            facts["reasons"].pop("kvm", None)
             if "kvm" in _facts.get("reasons", {}):
                 facts["reasons"]["kvm"] = _facts["reasons"]["kvm"]
+    else:
+        return _facts
+    if facts is not None:
         facts["name"] = settings.name
-        _facts, _facts_at = facts, time.monotonic()
+        _facts = facts
+    _facts_at = time.monotonic()
     return _facts
 
 
@@ -359,8 +395,14 @@ def startup() -> dict[str, Any]:
     Raises QoelabError (unreachable backend, refused token) so ``qoelab worker`` can say so.
     """
     global _started
-    settings.workdir.mkdir(parents=True, exist_ok=True)
-    runner.cleanup_prefix(LEFTOVER_PREFIX)
+    try:
+        settings.workdir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise QoelabError(f"cannot create the work dir {settings.workdir}: {err.strerror or err}") from None
+    try:
+        runner.cleanup_prefix(LEFTOVER_PREFIX)
+    except QoelabError as err:  # without CAP_NET_ADMIN there is nothing of ours to clean
+        log.warning("start-up cleanup of %s* skipped: %s", LEFTOVER_PREFIX, err)
     facts = host_facts(refresh=True)
     for cap, why in sorted(facts["reasons"].items()):
         log.info("capability %s: no (%s)", cap, why)

@@ -23,7 +23,7 @@ EXIT_FAILED_TRIALS = 1
 
 MAIN_EPILOG = """\
 examples:
-  qoelab worker --broker redis://web:6379/0 --backend http://web:8000 --token $TOKEN
+  QOELAB_HOST_TOKEN=... qoelab worker --broker redis://web:6379/0 --backend http://web:8000
   qoelab sweep run examples/link_check.yaml --wait
   qoelab sweep status 12
   qoelab hosts
@@ -36,8 +36,11 @@ QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_
 WORKER_EPILOG = """\
 Adding a lab host (a second machine, or this one):
   1. on the web host:   manage.py add_host lab2        (prints the host's token once)
-  2. on the lab host:   qoelab worker --name lab2 --token TOKEN \\
+  2. on the lab host:   export QOELAB_HOST_TOKEN=TOKEN
+                        qoelab worker --name lab2 \\
                           --broker redis://WEB-HOST:6379/0 --backend http://WEB-HOST:8000
+     (--token=TOKEN works too, but shows the token in ps; write it with "=", since a token
+     may start with "-")
 The worker consumes only its queue host.<name>; the scheduler sends it the trials whose job types
 need capabilities this host reported (see 'qoelab capabilities'). It needs root (network
 namespaces). Nothing is shared with the web host but Redis and HTTP: artifacts are uploaded.
@@ -217,8 +220,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
     app.worker_main(
         [
             "worker",
-            f"--hostname=qoelab@{s.name}",
+            f"--hostname=celery@{s.name}",  # what `celery inspect ping -d celery@NAME` checks
             f"--queues={s.queue}",
+            # prefork, one task per child: namespace state, leaked fds and a runner killed by the hard
+            # time limit (only prefork enforces it) stay in a throw-away process; the main process
+            # keeps heartbeating and reaps what a dead child left.
             "--pool=prefork",
             f"--concurrency={s.concurrency}",
             "--max-tasks-per-child=1",

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-from pyroute2 import NetNS, netns
+from pyroute2 import IPRoute
+from scipy.stats import binomtest
+
 from qoelab.emulation import userspace
 from qoelab.emulation.userspace import UserspaceLink
 from qoelab.errors import ParameterError, QoelabError
-from scipy.stats import binomtest
 
 CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
 REPO = Path(__file__).resolve().parents[3]
@@ -85,12 +86,13 @@ class Pair:
         self.link = UserspaceLink(self.cns, self.sns, self.cif, self.sif, profile)
 
     def __enter__(self) -> Pair:
-        netns.create(self.cns)
-        netns.create(self.sns)
+        # `ip netns` rather than pyroute2's netns/NetNS, which fork (unsafe in a threaded process).
+        for ns in (self.cns, self.sns):
+            subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
         try:
             self.link.start()
             for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
-                with NetNS(ns) as ipr:
+                with in_netns(ns), IPRoute() as ipr:
                     ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
                     idx = ipr.link_lookup(ifname=ifname)[0]
                     ipr.addr("add", index=idx, address=addr, prefixlen=30)
@@ -102,8 +104,7 @@ class Pair:
     def __exit__(self, *exc: object) -> None:
         self.link.stop()
         for ns in (self.cns, self.sns):
-            with contextlib.suppress(OSError):
-                netns.remove(ns)
+            subprocess.run(["ip", "netns", "delete", ns], check=False, capture_output=True)
 
     def run(self, ns: str, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -111,7 +112,7 @@ class Pair:
         )
 
     def links(self, ns: str) -> list[str]:
-        with NetNS(ns) as ipr:
+        with in_netns(ns), IPRoute() as ipr:
             return [link.get("ifname") for link in ipr.get_links()]
 
 
@@ -267,6 +268,22 @@ def test_it_never_reorders_with_jitter_when_reorder_is_off_and_does_when_on() ->
     assert len(shuffled) == 400 and shuffled != sorted(shuffled)
 
 
+def test_jitter_is_uniform_within_bounds_by_default_and_normal_with_sigma_jitter() -> None:
+    def one_way_ms(dist: str) -> list[float]:
+        # reorder on, so keeping order does not reshape the distribution; jitter only upstream
+        d = Dir(delay_s=0.030, jitter_s=0.005, jitter_dist=dist, reorder=True)
+        with Pair(Prof(up=d, seed=9)) as pair:
+            return [rtt - 0.1 - 30.0 for rtt in ping_rtts_ms(pair, 300, interval=0.01)]
+
+    uni = one_way_ms("uniform")
+    assert len(uni) == 300
+    assert min(uni) >= -5.2 and max(uni) <= 5.4, (min(uni), max(uni))
+    assert 2.5 <= statistics.pstdev(uni) <= 3.3  # 5 / sqrt(3) = 2.89
+    norm = one_way_ms("normal")
+    assert 4.3 <= statistics.pstdev(norm) <= 5.7
+    assert sum(abs(x) > 5.5 for x in norm) >= 30  # ~27 % of a normal lies beyond 1.1 sigma
+
+
 def test_it_is_reproducible_for_a_given_seed() -> None:
     def lost(seed: int) -> set[int]:
         with Pair(Prof(up=Dir(loss_pct=10.0), seed=seed)) as pair:
@@ -341,8 +358,8 @@ def test_sigkill_of_the_driver_ends_the_emulator_and_its_devices() -> None:
     n = next(_counter)
     prefix = f"qlu{n}{os.getpid() % 100000}"
     cns, sns = prefix + "c", prefix + "s"
-    netns.create(cns)
-    netns.create(sns)
+    for ns in (cns, sns):
+        subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
     driver_src = textwrap.dedent(f"""
         import time
         from types import SimpleNamespace as NS
@@ -364,14 +381,13 @@ def test_sigkill_of_the_driver_ends_the_emulator_and_its_devices() -> None:
         driver.send_signal(signal.SIGKILL)
         driver.wait()
         assert _gone(pid), "linkemu outlived its driver"
-        with NetNS(cns) as ipr:
+        with in_netns(cns), IPRoute() as ipr:
             assert not ipr.link_lookup(ifname=prefix + "t0")
     finally:
         if driver.poll() is None:
             driver.kill()
         for ns in (cns, sns):
-            with contextlib.suppress(OSError):
-                netns.remove(ns)
+            subprocess.run(["ip", "netns", "delete", ns], check=False, capture_output=True)
 
 
 def test_it_logs_the_command_and_the_final_counters(tmp_path: Path) -> None:

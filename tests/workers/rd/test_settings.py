@@ -49,3 +49,19 @@ def test_a_missing_program_names_its_debian_package(monkeypatch):
     monkeypatch.setattr(procs.shutil, "which", lambda name: None)
     with pytest.raises(MissingToolError, match="install the Debian package 'xtightvncviewer'"):
         procs.require_tool("no-such-viewer-qoelab", "xtightvncviewer")
+
+
+def test_the_vnc_server_is_x11vnc_by_default_and_an_unknown_one_is_rejected():
+    assert resolve_settings("vnc", None)["server"] == "x11vnc"
+    assert resolve_settings("vnc", {"server": "tigervnc"})["server"] == "tigervnc"
+    with pytest.raises(ParameterError, match=r"settings\.server.*x11vnc, tigervnc"):
+        resolve_settings("vnc", {"server": "realvnc"})
+
+
+def test_a_missing_x11vnc_names_its_debian_package(monkeypatch):
+    from qoelab.rd.desktop import start_x11vnc
+
+    monkeypatch.setattr(procs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(procs.Path, "exists", lambda self: False)
+    with pytest.raises(MissingToolError, match="install the Debian package 'x11vnc'"):
+        start_x11vnc(procs.ProcSet("rdtx", procs.Path("/nonexistent")), "ns", "198.18.0.2", 5900)

@@ -17,10 +17,11 @@ import contextlib
 import json
 import math
 import os
-import queue
+import select
+import shlex
 import signal
 import subprocess
-import threading
+import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -34,6 +35,7 @@ CAP_NET_ADMIN_BIT = 12
 
 # linkemu's exit codes (see the header of workers/csrc/linkemu.c).
 EXIT_USAGE, EXIT_PERM, EXIT_NONS, EXIT_NOTUN = 2, 3, 4, 5
+DEFAULT_MAX_INFLIGHT = 131072  # packets per direction linkemu may hold (buffers are allocated lazily)
 
 
 class Direction(Protocol):
@@ -114,6 +116,8 @@ def direction_spec(d: Direction, name: str) -> str:
     parts.append(f"reorder={1 if d.reorder else 0}")
     parts.append(f"loss={_num(check('loss_pct', d.loss_pct, 0.0, 100.0))}")
     if d.gemodel is not None:
+        if d.loss_pct:
+            raise ParameterError(f"{name}.gemodel", "give either loss_pct or gemodel, not both")
         if len(d.gemodel) != 4:
             raise ParameterError(f"{name}.gemodel", "needs four percentages (p, r, 1-h, 1-k) as netem")
         ge = [check("gemodel", g, 0.0, 100.0) for g in d.gemodel]
@@ -153,11 +157,10 @@ class UserspaceLink:
         self.ready_timeout_s = ready_timeout_s
         # SCHED_FIFO priority for linkemu (0 = normal): keeps delays exact on a busy host.
         self.rt_prio = rt_prio
-        self._proc: subprocess.Popen[str] | None = None
-        self._lines: queue.Queue[str | None] = queue.Queue()
-        self._stderr: list[str] = []
-        self._log: IO[str] | None = None
-        self._threads: list[threading.Thread] = []
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._buf = b""
+        self._err: IO[bytes] | None = None  # linkemu's stderr: the log file or a temporary file
+        self._err_from = 0
         self._final: dict[str, Any] | None = None
 
     # -- process ---------------------------------------------------------------------------------
@@ -165,6 +168,7 @@ class UserspaceLink:
         """linkemu's argv; it names both namespaces so leftovers can be found by prefix."""
         p = self.profile
         mtu = int(p.mtu)
+        limit = max(d.limit_pkts or 0 for d in (p.up, p.down))
         if not 576 <= mtu <= 65000:
             raise ParameterError("mtu", f"must be between 576 and 65000, got {p.mtu!r}")
         return [
@@ -178,6 +182,8 @@ class UserspaceLink:
             "--rt-prio", str(int(self.rt_prio)),
             "--up", direction_spec(p.up, "up"),
             "--down", direction_spec(p.down, "down"),
+            # room for the largest queue plus what is in flight on the delay line
+            "--max-inflight", str(min(1 << 24, max(DEFAULT_MAX_INFLIGHT, limit + DEFAULT_MAX_INFLIGHT))),
         ]  # fmt: skip
 
     @property
@@ -190,67 +196,73 @@ class UserspaceLink:
         argv = self.command()
         if not os.access(argv[0], os.X_OK):
             raise QoelabError(NOT_BUILT)
+        # No reader threads: a helper that forks (pyroute2's NetNS does) while a thread holds a
+        # lock can deadlock its child. stdout is read on demand (linkemu only writes when asked),
+        # stderr goes to a file.
         if self.log_path is not None:
-            self._log = open(self.log_path, "a", buffering=1)  # noqa: SIM115 - closed in stop()
-            self._log.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {' '.join(argv)}\n")
+            self._err = open(self.log_path, "ab")  # noqa: SIM115 - closed in _close()
+            self._err.write(f"# {time.strftime('%Y-%m-%dT%H:%M:%S')} {shlex.join(argv)}\n".encode())
+            self._err.flush()
+        else:
+            self._err = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _close()
+        self._err_from = self._err.tell()
         # stdin stays an open pipe: linkemu exits when it closes, i.e. when this process dies.
         self._proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            bufsize=1,
-            close_fds=True,
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err, bufsize=0, close_fds=True
         )
-        self._threads = [
-            threading.Thread(target=self._pump, args=(self._proc.stdout, True), daemon=True),
-            threading.Thread(target=self._pump, args=(self._proc.stderr, False), daemon=True),
-        ]
-        for t in self._threads:
-            t.start()
         try:
             self._wait_ready()
         except BaseException:
             self._kill()
             raise
 
-    def _pump(self, stream: IO[str], is_stdout: bool) -> None:
-        for line in stream:
-            line = line.rstrip("\n")
-            if self._log is not None:
-                with contextlib.suppress(ValueError):
-                    self._log.write(("" if is_stdout else "stderr: ") + line + "\n")
-            if is_stdout:
-                self._lines.put(line)
-            else:
-                self._stderr.append(line)
-        if is_stdout:
-            self._lines.put(None)
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout_s
-        while True:
+    def _readline(self, deadline: float) -> str | None:
+        """The next stdout line, "" on timeout, None at EOF (linkemu exited)."""
+        assert self._proc is not None and self._proc.stdout is not None
+        fd = self._proc.stdout.fileno()
+        while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise QoelabError(
-                    f"the userspace link emulator did not become ready within {self.ready_timeout_s:g} s"
-                )
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                continue
+                return ""
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return ""
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        text = line.decode(errors="replace")
+        if self.log_path is not None and self._err is not None:
+            self._err.write(line + b"\n")
+            self._err.flush()
+        return text
+
+    def _stderr_text(self) -> str:
+        if self._err is None:
+            return ""
+        self._err.flush()
+        self._err.seek(self._err_from)
+        lines = self._err.read().decode(errors="replace").splitlines()
+        self._err.seek(0, os.SEEK_END)
+        return "; ".join(x.replace("linkemu: error: ", "") for x in lines if x.startswith("linkemu:"))
+
+    def _wait_ready(self) -> None:
+        assert self._proc is not None
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            line = self._readline(deadline)
             if line == "ready":
                 return
             if line is None:  # stdout closed: it exited
-                assert self._proc is not None
-                code = self._proc.wait(timeout=5)
-                for t in self._threads:
-                    t.join(timeout=1)
-                raise self._start_error(code)
+                raise self._start_error(self._proc.wait(timeout=5))
+            if line == "" and time.monotonic() >= deadline:
+                raise QoelabError(
+                    f"the userspace link emulator did not become ready within {self.ready_timeout_s:g} s"
+                )
 
     def _start_error(self, code: int) -> QoelabError:
-        detail = "; ".join(self._stderr).replace("linkemu: error: ", "") or f"exit code {code}"
+        detail = self._stderr_text() or f"exit code {code}"
         if code == EXIT_PERM:
             return PrivilegeError(NEEDS_NET_ADMIN)
         if code == EXIT_NONS:
@@ -263,11 +275,8 @@ class UserspaceLink:
 
     def _next_json(self, event: str, timeout: float) -> dict[str, Any] | None:
         deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            try:
-                line = self._lines.get(timeout=left)
-            except queue.Empty:
-                return None
+        while time.monotonic() < deadline:
+            line = self._readline(deadline)
             if line is None:
                 return None
             if line.startswith("{"):
@@ -312,17 +321,14 @@ class UserspaceLink:
 
     def _close(self) -> None:
         proc = self._proc
-        # The readers end at EOF once the process is gone; close the pipes after them.
-        for t in self._threads:
-            t.join(timeout=2)
         if proc is not None:
-            for stream in (proc.stdin, proc.stdout, proc.stderr):
+            for stream in (proc.stdin, proc.stdout):
                 with contextlib.suppress(OSError):
                     if stream is not None:
                         stream.close()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        if self._err is not None:
+            self._err.close()
+            self._err = None
         self._proc = None
 
     def __enter__(self) -> UserspaceLink:

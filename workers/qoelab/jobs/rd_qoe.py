@@ -178,40 +178,44 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
     profile = params.to_profile(seed=params.seed)
     log_path = ctx.workdir / "linkemu.log"
     trial_dir = ctx.workdir / "rd"
-    with emulated_link(profile, prefix=ctx.prefix, log_path=log_path) as link:
-        ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
-        verification = verify_link(link, duration_s=float(params.verify_duration))
-        for c in verification["checks"]:
-            if not c["ok"]:
-                ctx.log.warning("link check %s outside tolerance: configured %s, measured %s",
-                                c["name"], c["configured"], c["measured"])  # fmt: skip
-        result = run_bench(
-            params.protocol,
-            link.server_ns,
-            link.client_ns,
-            link.server_ip,
-            link.client_if,
-            trial_dir,
-            pages=params.pages,
-            seed=params.seed,
-            quiet_s=float(params.quiet),
-            pause_s=float(params.pause),
-            update_timeout_s=float(params.update_timeout),
-            settings=params.settings(),
-            log=ctx.log,
-            prefix=ctx.prefix,
-        )
+    try:
+        with emulated_link(profile, prefix=ctx.prefix, log_path=log_path) as link:
+            ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
+            verification = verify_link(link, duration_s=float(params.verify_duration))
+            for c in verification["checks"]:
+                if not c["ok"]:
+                    ctx.log.warning("link check %s outside tolerance: configured %s, measured %s",
+                                    c["name"], c["configured"], c["measured"])  # fmt: skip
+            result = run_bench(
+                params.protocol,
+                link.server_ns,
+                link.client_ns,
+                link.server_ip,
+                link.client_if,
+                trial_dir,
+                pages=params.pages,
+                seed=params.seed,
+                quiet_s=float(params.quiet),
+                pause_s=float(params.pause),
+                update_timeout_s=float(params.update_timeout),
+                settings=params.settings(),
+                log=ctx.log,
+                prefix=ctx.prefix,
+            )
+    finally:
+        # Logs go up with a failed trial too (the runner uploads ctx.artifacts whatever happens).
+        for path in [*sorted((trial_dir / "logs").glob("*")), log_path]:
+            if path.is_file():
+                ctx.add_artifact(path, "image" if path.suffix == ".png" else "log")
     verification["emulator_stats"] = link.emulator_stats or None
     (ctx.workdir / "link_check.json").write_text(json.dumps(verification, indent=2, default=str))
-    for path in result["artifacts"]:
-        path = Path(path)
-        kind = {".pcap": "pcap", ".json": "json", ".log": "log"}.get(path.suffix, "file")
-        ctx.add_artifact(path, kind)
+    logged = {a.path for a in ctx.artifacts}
+    for path in map(Path, result["artifacts"]):
+        if path not in logged:
+            ctx.add_artifact(path, {".pcap": "pcap", ".json": "json", ".log": "log"}.get(path.suffix, "file"))
     ctx.add_artifact(ctx.workdir / "link_check.json", "json")
     if (trial_dir / "result.json").exists():
         ctx.add_artifact(trial_dir / "result.json", "json")
-    if log_path.exists():
-        ctx.add_artifact(log_path, "log")
     if result.get("updates") is None:
         from qoelab.errors import QoelabError
 

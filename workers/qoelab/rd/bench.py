@@ -31,7 +31,7 @@ from qoelab.rd.workload import Manifest, find_link, generate
 CLIENT_SCREEN = (1024, 768)  # larger than 800x600 so viewer menus or borders never crop the desktop
 PACKAGES = {
     "common": ["xvfb", "chromium", "tshark", "xdotool"],
-    "vnc": ["tigervnc-standalone-server", "xtightvncviewer"],
+    "vnc": ["x11vnc", "tigervnc-standalone-server", "xtightvncviewer"],
     "spice": ["xserver-xspice", "virt-viewer", "libspice-server1"],
     "x2go": ["x2goserver", "pyhoca-cli", "python3-x2go", "nxproxy", "openssh-server"],
 }

@@ -67,6 +67,17 @@ def find_processes(prefix: str, namespaces: list[str] | None = None) -> list[psu
     return found
 
 
+def _rd_homes() -> list[str]:
+    from qoelab.rd.desktop import RD_USER
+
+    try:
+        import pwd
+
+        return [pwd.getpwnam(RD_USER).pw_dir]
+    except KeyError:
+        return []
+
+
 def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[str]:
     """Kill the trial's processes, drop stale X locks and session files; return what went."""
     if not _PREFIX_OK.fullmatch(prefix):
@@ -86,9 +97,16 @@ def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[
         m = re.fullmatch(r"/tmp/\.X(\d+)-lock", lock)
         if m and lo <= int(m.group(1)) < hi and display_free(int(m.group(1))):
             removed.append(f"stale X lock :{m.group(1)}")
-    for path in [*glob.glob(f"/tmp/{prefix}*-x2go-*"), *glob.glob(f"/usr/local/bin/qoelab-rd-{prefix}*")]:
+    # X2Go keeps per-session directories named after the session command (qoelab-rd-<prefix>).
+    x2go_dirs = [f"{home}/.x2go/C-*_stDqoelab-rd-{prefix}*" for home in _rd_homes()]
+    x2go_dirs.append(f"/tmp/.x2go-*/C-*_stDqoelab-rd-{prefix}*")
+    for path in [
+        *glob.glob(f"/tmp/{prefix}*-x2go-*"),
+        *glob.glob(f"/usr/local/bin/qoelab-rd-{prefix}*"),
+        *(p for pattern in x2go_dirs for p in glob.glob(pattern)),
+    ]:
         with contextlib.suppress(OSError):
-            if os.path.isdir(path):
+            if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path)
             else:
                 os.unlink(path)

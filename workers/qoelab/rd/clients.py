@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
-from qoelab.rd.desktop import SERVER_DEFAULTS, ServerSide
+from qoelab.rd.desktop import SERVER_DEFAULTS, VNC_SERVERS, ServerSide
 from qoelab.rd.display import Display
 from qoelab.rd.procs import Proc, ProcSet, require_tool
 
@@ -44,6 +44,10 @@ def resolve_settings(protocol: str, settings: dict[str, Any] | None) -> dict[str
             )
         merged[key] = value
     if protocol == "vnc":
+        if merged["server"] not in VNC_SERVERS:
+            raise ParameterError(
+                "settings.server", f"must be one of {', '.join(VNC_SERVERS)}, got {merged['server']!r}"
+            )
         for key, hi in (("compresslevel", 9), ("quality", 9)):
             v = merged[key]
             if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= hi:
