@@ -8,7 +8,7 @@ RUN echo "wireshark-common wireshark-common/install-setuid boolean false" | debc
       ca-certificates curl git make gcc libc6-dev procps psmisc \
       python3 python3-venv python3-dev \
       iproute2 iperf3 iputils-ping tshark ffmpeg util-linux \
-      tigervnc-standalone-server xtightvncviewer virt-viewer xserver-xspice \
+      tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice \
       x2goserver x2goserver-xsession pyhoca-cli openssh-server xdotool x11-apps x11-utils xvfb chromium \
       postgresql-client redis-tools nodejs npm \
  && rm -rf /var/lib/apt/lists/*

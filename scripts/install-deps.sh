@@ -13,7 +13,7 @@ DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
   python3 python3-venv python3-dev
   iproute2 iperf3 iputils-ping tshark util-linux
-  tigervnc-standalone-server xtightvncviewer virt-viewer xserver-xspice
+  tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice
   x2goserver x2goserver-xsession pyhoca-cli openssh-server
   xdotool x11-apps x11-utils ffmpeg
   postgresql postgresql-client redis-server redis-tools

@@ -9,19 +9,18 @@ chart shows the point without a bar). See docs/dashboard.md.
 from __future__ import annotations
 
 import csv
-import typing
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
-from pydantic import BaseModel
 
 from experiments import services as experiments_services
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
 from qoelab.jobs.base import ChartSpec, JobType
+from qoelab.units import format_duration, format_rate
 from results import services as results_services
 from results.models import Sample, SummaryValue
 
@@ -43,33 +42,12 @@ class ParamInfo:
     choices: tuple[str, ...] = ()
 
 
-def _annotated_metadata(annotation: Any) -> list[Any]:
-    """Metadata of an Annotated type, also inside ``X | None``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        return list(typing.get_args(annotation)[1:])
-    out: list[Any] = []
-    for arg in typing.get_args(annotation):
-        out += _annotated_metadata(arg)
-    return out
-
-
-def _bounds_from_validator(model: type[BaseModel], name: str) -> tuple[Any, Any, Any]:
-    """(lo, hi, fmt) of a qoelab.params field, read from its validator's closure.
-
-    qoelab.params puts the unit into the JSON schema but not the bounds (yet); the validator closes
-    over them, so we read them there rather than duplicating the numbers. Returns Nones when the
-    field is not one of those types.
-    """
-    field = model.model_fields[name]
-    for meta in [*field.metadata, *_annotated_metadata(field.annotation)]:
-        func = getattr(meta, "func", None)
-        code = getattr(func, "__code__", None)
-        if code is None or not func.__closure__:
-            continue
-        cells = dict(zip(code.co_freevars, (c.cell_contents for c in func.__closure__), strict=False))
-        if "lo" in cells and "hi" in cells:
-            return cells["lo"], cells["hi"], cells.get("fmt")
-    return None, None, None
+# How to show a bound or default of a qoelab.params field, by its JSON-schema unit.
+UNIT_FORMATS: dict[str, Any] = {
+    "bit/s": lambda v: format_rate(v) + "/s",
+    "s": format_duration,
+    "%": lambda v: f"{v:g} %",
+}
 
 
 def _plain(prop: dict[str, Any]) -> dict[str, Any]:
@@ -85,9 +63,7 @@ def describe_params(job: JobType) -> list[ParamInfo]:
     for name, raw in schema.get("properties", {}).items():
         prop = _plain(raw)
         lo, hi = prop.get("x-minimum", prop.get("minimum")), prop.get("x-maximum", prop.get("maximum"))
-        fmt: Any = None
-        if lo is None and hi is None:
-            lo, hi, fmt = _bounds_from_validator(job.params, name)
+        fmt = UNIT_FORMATS.get(prop.get("x-unit", ""))
         show = fmt or (lambda v: f"{v:g}" if isinstance(v, float) else str(v))
         if lo is not None and hi is not None:
             bounds = f"{show(lo)} … {show(hi)}"

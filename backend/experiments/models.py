@@ -111,17 +111,6 @@ class Trial(models.Model):
             return (self.finished_at - self.started_at).total_seconds()
         return None
 
-    @property
-    def prefix(self) -> str:
-        """Short per-attempt name prefix for namespaces/devices (interface names allow 15 chars)."""
-        n, digits = self.pk, ""
-        while True:
-            n, r = divmod(n, 36)
-            digits = "0123456789abcdefghijklmnopqrstuvwxyz"[r] + digits
-            if n == 0:
-                break
-        return f"q{digits}{chr(ord('a') + (max(self.attempts, 1) - 1) % 26)}"
-
     def transition(
         self,
         target: str,

@@ -77,9 +77,3 @@ def test_back_to_pending_keeps_the_reason_of_each_attempt(sweep_of, make_host):
     assert [e["reason"] for e in trial.attempt_log] == ["lost 0", "lost 1"]
     assert [e["attempt"] for e in trial.attempt_log] == [1, 2]
     assert trial.host is None and trial.status == TrialStatus.PENDING
-
-
-def test_the_prefix_is_short_enough_for_interface_names(sweep_of, make_host):
-    trial = sweep_of().trials.first()
-    trial.pk = 36**5 - 1
-    assert trial.prefix == "qzzzzza" and len(trial.prefix) + 8 <= 15

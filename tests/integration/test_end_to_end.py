@@ -110,8 +110,9 @@ def test_a_worker_killed_mid_trial_is_noticed_and_the_trial_runs_again_after_a_r
         lambda: Trial.objects.filter(sweep_id=sweep["id"], status="running").first(),
         timeout=60,
     )
-    first_prefix = trial.prefix
-    lab_stack.wait_for(f"namespaces of {first_prefix}", lambda: namespaces(first_prefix), timeout=30)
+    (first_prefix,) = lab_stack.wait_for(
+        "the trial's namespaces", lab_stack.worker.trial_prefixes, timeout=30
+    )
 
     lab_stack.worker.kill()  # the whole host goes: main process, pool, heartbeat
     killed_at = time.monotonic()
@@ -173,8 +174,9 @@ def test_a_pool_process_killed_mid_trial_is_reported_and_its_leftovers_removed(l
         lambda: Trial.objects.filter(sweep_id=sweep["id"], status="running").first(),
         timeout=60,
     )
-    first_prefix = trial.prefix
-    lab_stack.wait_for(f"namespaces of {first_prefix}", lambda: namespaces(first_prefix), timeout=30)
+    (first_prefix,) = lab_stack.wait_for(
+        "the trial's namespaces", lab_stack.worker.trial_prefixes, timeout=30
+    )
     markers = list((lab_stack.worker.workdir / "running").glob(f"{trial.pk}.*.json"))
     assert len(markers) == 1, markers
     pid = json.loads(markers[0].read_text())["pid"]
@@ -204,3 +206,25 @@ def test_the_worker_answers_the_celery_ping_the_container_healthcheck_sends(lab_
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"celery@{lab_stack.host_name}: OK" in out.stdout
+
+
+def test_sweep_run_wait_exits_one_when_a_trial_fails_and_the_api_says_why(
+    lab_stack: Any, tmp_path: Path
+) -> None:
+    # This kernel has no sch_netem: asking for that backend must fail the trial with the reason.
+    spec = tmp_path / "netem.yaml"
+    spec.write_text(
+        "experiment: e2e netem\njob_type: link_check\nname: netem only\n"
+        "grid: {rate: [4mbit]}\nfixed: {duration: 1s, backend: netem}\n"
+    )
+    env = {**os.environ, "QOELAB_API_URL": lab_stack.url, "QOELAB_API_TOKEN": lab_stack.api_token}
+    out = subprocess.run(
+        [str(QOELAB_BIN), "sweep", "run", str(spec), "--wait", "--timeout", "120"],
+        capture_output=True, text=True, env=env, timeout=180,
+    )  # fmt: skip
+    assert out.returncode == 1, f"{out.stdout}\n{out.stderr}"
+    assert out.stdout.splitlines()[-1].endswith("0 succeeded, 1 failed, 0 cancelled of 1")
+    sweep_id = int(out.stdout.split()[1])
+    (trial,) = _trials(lab_stack, sweep_id)
+    assert trial["status"] == "failed" and trial["attempts"] == 1
+    assert "netem" in trial["error"] and not trial["error"].startswith("internal error"), trial["error"]

@@ -20,7 +20,7 @@ UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens there
 def qoelab(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if not k.startswith("QOELAB_")}
     # A CLI test must never clean up namespaces that other tests on this machine are using.
-    base.update(COLUMNS="100", QOELAB_LEFTOVER_PREFIX="qlxclitest", QOELAB_KVM="0")
+    base.update(COLUMNS="100", QOELAB_LEFTOVER_PREFIX="qlxcli", QOELAB_KVM="0")
     return subprocess.run(
         [str(QOELAB), *args], capture_output=True, text=True, env={**base, **(env or {})}, timeout=timeout
     )

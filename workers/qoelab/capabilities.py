@@ -27,10 +27,13 @@ REPO_DIR = Path(__file__).resolve().parent.parent.parent
 
 # capability -> (programs, any of which proves it, Debian package that provides it)
 RD_TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
-    "rd.vnc.server": (("Xvnc",), "tigervnc-standalone-server"),
+    "rd.desktop": (("Xvfb",), "xvfb"),  # the X displays of both sides
+    "rd.input": (("xdotool",), "xdotool"),  # the slow-motion driver's clicks
+    "rd.vnc.server": (("x11vnc",), "x11vnc"),  # the default VNC server (docs/rd-benchmark.md)
     "rd.vnc.client": (("xtightvncviewer",), "xtightvncviewer"),
+    "rd.spice.server": (("Xspice",), "xserver-xspice"),  # Xorg + spiceqxl, started by qoelab
     "rd.spice.client": (("remote-viewer",), "virt-viewer"),
-    "rd.x2go.server": (("x2goserver",), "x2goserver"),
+    "rd.x2go.server": (("x2gostartagent", "x2golistsessions"), "x2goserver"),
     "rd.x2go.client": (("pyhoca-cli", "x2goclient"), "pyhoca-cli"),
 }
 
@@ -42,6 +45,7 @@ VERSION_COMMANDS: dict[str, list[str]] = {
     "ip": ["ip", "-V"],
     "qemu-system-x86_64": ["qemu-system-x86_64", "--version"],
     "Xvnc": ["Xvnc", "-version"],
+    "x11vnc": ["x11vnc", "-version"],
     "xtightvncviewer": ["xtightvncviewer", "-h"],
     "remote-viewer": ["remote-viewer", "--version"],
     "pyhoca-cli": ["pyhoca-cli", "--version"],

@@ -16,6 +16,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import string
+import secrets
+import re
+import hashlib
 import logging
 import os
 import shutil
@@ -57,12 +61,30 @@ CAPABILITY_REFRESH_S = 300.0
 # Hard limit = the job type's timeout + this margin (the runner stops itself at timeout + 15 s).
 HARD_LIMIT_MARGIN_S = 120
 DEFAULT_HARD_LIMIT_S = 3600
-# The emulation names everything it creates outside a trial "ql..."; at start the worker removes
-# what a killed predecessor left under it (one worker per lab host owns the host's namespaces).
-# Per-trial prefixes (from the backend) are cleaned through the running markers, which survive a
-# SIGKILL of the whole worker. Tests on a shared machine set their own prefix so a test worker
-# never removes another test's namespaces.
-LEFTOVER_PREFIX = os.environ.get("QOELAB_LEFTOVER_PREFIX") or "ql"
+# Everything a trial creates on the host (namespaces, devices, processes) is named after a per-trial
+# prefix that this worker makes: its own base ("qw" + a 2-character tag of the worker's name, or
+# QOELAB_LEFTOVER_PREFIX) + random characters, all of one length, so one trial's prefix is never the
+# start of another's and two workers (or a worker and a test run) on one host never touch each
+# other's objects. At start the worker removes what a killed predecessor of the same name left under
+# its base; a pool process that died mid-trial is cleaned through its marker file.
+PREFIX_LEN = 12
+
+
+def prefix_base(name: str) -> str:
+    override = os.environ.get("QOELAB_LEFTOVER_PREFIX")
+    if override:
+        if not re.fullmatch(r"q[a-z0-9]{1,8}", override):
+            raise QoelabError(f"QOELAB_LEFTOVER_PREFIX must be 'q' + 1-8 letters/digits, got {override!r}")
+        return override
+    digest = int(hashlib.sha256(name.encode()).hexdigest(), 16)
+    alphabet = string.ascii_lowercase + string.digits
+    return "qw" + alphabet[digest % 36] + alphabet[digest // 36 % 36]
+
+
+def new_trial_prefix(name: str) -> str:
+    base = prefix_base(name)
+    alphabet = string.ascii_lowercase + string.digits
+    return base + "".join(secrets.choice(alphabet) for _ in range(PREFIX_LEN - len(base)))
 
 
 @dataclasses.dataclass
@@ -399,10 +421,11 @@ def startup() -> dict[str, Any]:
         settings.workdir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise QoelabError(f"cannot create the work dir {settings.workdir}: {err.strerror or err}") from None
+    base = prefix_base(settings.name)
     try:
-        runner.cleanup_prefix(LEFTOVER_PREFIX)
+        runner.cleanup_prefix(base)
     except QoelabError as err:  # without CAP_NET_ADMIN there is nothing of ours to clean
-        log.warning("start-up cleanup of %s* skipped: %s", LEFTOVER_PREFIX, err)
+        log.warning("start-up cleanup of %s* skipped: %s", base, err)
     facts = host_facts(refresh=True)
     for cap, why in sorted(facts["reasons"].items()):
         log.info("capability %s: no (%s)", cap, why)
@@ -451,9 +474,11 @@ def run_trial(trial_id: int) -> str:
         if claim is None:
             log.info("trial %s: no longer queued for %s; this delivery exits", trial_id, settings.name)
             return "not-claimed"
+        # The backend's claim carries no prefix: names on this host are this worker's business.
+        claim = {**claim, "prefix": new_trial_prefix(settings.name)}
         info = {
             **json.loads(marker.read_text()),
-            "prefix": claim.get("prefix", ""),
+            "prefix": claim["prefix"],
             "attempt": claim.get("attempt"),
         }
         _write_json(marker, info)

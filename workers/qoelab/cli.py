@@ -28,6 +28,9 @@ examples:
   qoelab sweep status 12
   qoelab hosts
   qoelab capabilities
+  qoelab link check --rate 10mbit --delay 25ms --loss 0.5% --json
+  qoelab rd bench --protocol spice --rate 1mbit --delay 10ms --pages 3
+  qoelab rd analyze capture.pcap --clicks clicks.json
 
 environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
 QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
@@ -173,12 +176,13 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("version", help="print the qoelab version and code revision")
     v.set_defaults(func=cmd_version)
 
-    try:
-        from qoelab.emulation import cli as emulation_cli
-    except ImportError:
-        emulation_cli = None
-    if emulation_cli is not None and hasattr(emulation_cli, "register"):
-        emulation_cli.register(sub)
+    # Subcommands of the parts: `link check|cleanup`, `rd analyze`, `rd bench`.
+    from qoelab.emulation import cli as emulation_cli
+    from qoelab.rd import analyze_cli, bench_cli
+
+    emulation_cli.register(sub)
+    analyze_cli.register(sub)
+    bench_cli.register(sub)
     return p
 
 

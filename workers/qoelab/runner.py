@@ -72,13 +72,12 @@ def default_job_lookup(name: str) -> JobType:
 
 
 def cleanup_prefix(prefix: str) -> list[str]:
-    """Remove namespaces, links and processes left under ``prefix`` (the emulation package's job)."""
-    try:
-        from qoelab.emulation.cleanup import cleanup_leftovers
-    except ImportError as err:
-        log.warning("cannot clean up %s*: the emulation cleanup is not available (%s)", prefix, err)
-        return []
-    return list(cleanup_leftovers(prefix) or [])
+    """Remove what trials left under ``prefix``: remote-desktop processes and session files first
+    (they run inside the namespaces), then namespaces, links and emulator processes."""
+    from qoelab.emulation.cleanup import cleanup_leftovers as cleanup_link
+    from qoelab.rd.cleanup import cleanup_leftovers as cleanup_rd
+
+    return list(cleanup_rd(prefix) or []) + list(cleanup_link(prefix) or [])
 
 
 @contextlib.contextmanager

@@ -42,7 +42,6 @@ class ClaimReplySerializer(serializers.Serializer):
     job_type = serializers.CharField()
     params = serializers.DictField(help_text="parameters as written; the worker validates them again")
     timeout_s = serializers.IntegerField()
-    prefix = serializers.CharField(help_text="short per-attempt prefix for namespaces and devices")
     attempt = serializers.IntegerField()
 
 

@@ -99,7 +99,6 @@ class ClaimView(WorkerAPIView):
                 "job_type": trial.sweep.job_type,
                 "params": trial.params,
                 "timeout_s": job.timeout_s if job else 600,
-                "prefix": trial.prefix,
                 "attempt": trial.attempts,
             }
         )

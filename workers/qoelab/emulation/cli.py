@@ -42,7 +42,11 @@ def register(subparsers: Any) -> None:
     check.set_defaults(func=cmd_check)
 
     cleanup = sub.add_parser("cleanup", help="remove namespaces, devices and processes left by trials")
-    cleanup.add_argument("--prefix", default="ql", help="name prefix to clean (default ql: all trials)")
+    cleanup.add_argument(
+        "--prefix",
+        action="append",
+        help="name prefix to clean; repeatable (default: every qoelab trial on this host, ql* and qw*)",
+    )
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     cleanup.set_defaults(func=cmd_cleanup)
 
@@ -175,21 +179,29 @@ def print_table(result: dict[str, Any]) -> None:
     )
 
 
-def cmd_cleanup(args: argparse.Namespace) -> int:
-    from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
+# Trials of `qoelab link check` / `rd bench` are named ql…, trials run by a worker qw….
+DEFAULT_CLEANUP_PREFIXES = ("ql", "qw")
 
+
+def cmd_cleanup(args: argparse.Namespace) -> int:
+    from qoelab.emulation.cleanup import leftovers
+    from qoelab.runner import cleanup_prefix
+
+    prefixes = args.prefix or list(DEFAULT_CLEANUP_PREFIXES)
+    removed: list[str] = []
     try:
         if args.dry_run:
-            print(json.dumps(leftovers(args.prefix), indent=2))
+            print(json.dumps({p: leftovers(p) for p in prefixes}, indent=2))
             return 0
-        removed = cleanup_leftovers(args.prefix)
+        for prefix in prefixes:
+            removed += cleanup_prefix(prefix)
     except (QoelabError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for item in removed:
         print(f"removed {item}")
     if not removed:
-        print(f"nothing to clean for prefix {args.prefix!r}")
+        print(f"nothing to clean for prefix {', '.join(prefixes)}")
     return 0
 
 

@@ -23,9 +23,8 @@ def get(name: str) -> JobType:
 
 
 def _load() -> None:
-    # Each job module calls register(...) at import time; list them here, one line each.
-    from qoelab.jobs import link_check  # noqa: F401
-    from qoelab.jobs import rd_qoe  # noqa: F401
+    # Each job module calls register(...) at import time; add new job types to this import.
+    from qoelab.jobs import link_check, rd_qoe  # noqa: F401
 
 
 _load()

@@ -28,10 +28,10 @@ PROTOCOLS = ("vnc", "spice", "x2go")
 # (Xorg + spiceqxl) has no capability flag of its own yet; run_bench names its package when missing.
 PROTOCOL_CAPS: dict[str, frozenset[str]] = {
     "vnc": frozenset({"rd.vnc.server", "rd.vnc.client"}),
-    "spice": frozenset({"rd.spice.client"}),
+    "spice": frozenset({"rd.spice.server", "rd.spice.client"}),
     "x2go": frozenset({"rd.x2go.server", "rd.x2go.client"}),
 }
-COMMON_CAPS = frozenset({"netns", "link", "iperf3", "tshark"})
+COMMON_CAPS = frozenset({"netns", "link", "iperf3", "tshark", "rd.desktop", "rd.input"})
 SPICE_IMAGE_COMPRESSION = ("auto_glz", "auto_lz", "quic", "glz", "lz", "off")
 X2GO_LINKS = ("modem", "isdn", "adsl", "wan", "lan")
 # An update whose pixel time and packet time differ by more than this is flagged (``disagree``).
