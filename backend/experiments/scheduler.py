@@ -18,11 +18,11 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from hosts.models import WorkerHost
 
 from experiments import jobtypes
 from experiments.choices import ACTIVE, TrialStatus
 from experiments.models import IllegalTransition, Trial
+from hosts.models import WorkerHost
 
 log = logging.getLogger("qoelab.scheduler")
 

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F
-from hosts.models import WorkerHost
 from pydantic import BaseModel
-from qoelab.params import ParamsInvalid, validate_params
 
 from experiments import jobtypes
 from experiments.choices import TERMINAL, SweepOrder, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
+from hosts.models import WorkerHost
+from qoelab.params import ParamsInvalid, validate_params
 
 if TYPE_CHECKING:
     from qoelab.jobs.base import JobType

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from qoelab.params import ParamsInvalid
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+from qoelab.params import ParamsInvalid
 
 
 class FieldErrorSerializer(serializers.Serializer):

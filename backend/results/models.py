@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from django.db import models
+
 from experiments.models import Trial
 
 

@@ -17,11 +17,11 @@ from typing import Any
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
-from experiments.choices import TrialStatus
-from experiments.models import Sweep, Trial
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from scipy import stats
 
+from experiments.choices import TrialStatus
+from experiments.models import Sweep, Trial
 from results.models import Artifact, Sample, SeriesPoint, SummaryValue
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, ConfigDict
+
 from qoelab import params
 from qoelab.jobs import REGISTRY
 from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialContext, TrialResult

@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+
 from experiments.choices import TrialStatus
 from experiments.models import Experiment
 from results.services import ingest_result, store_artifact

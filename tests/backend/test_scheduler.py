@@ -12,6 +12,7 @@ import pytest
 import redis
 from django.conf import settings as dj_settings
 from django.utils import timezone
+
 from experiments import services
 from experiments.choices import TrialStatus
 from experiments.models import Trial

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from experiments.choices import TrialStatus
 from experiments.models import IllegalTransition
 

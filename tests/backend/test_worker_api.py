@@ -9,6 +9,7 @@ import threading
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
+
 from experiments.choices import TrialStatus
 from experiments.models import Trial
 from hosts.models import WorkerHost

@@ -15,15 +15,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
-import string
-import secrets
-import re
 import hashlib
+import json
 import logging
 import os
+import re
+import secrets
 import shutil
 import socket
+import string
 import subprocess
 import sys
 import threading

@@ -15,8 +15,16 @@ from qoelab.errors import ParameterError
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|NaN|inf|-inf)"
 
 _RATE_UNITS = {
-    "": 1.0, "bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-    "bps": 8.0, "kbps": 8e3, "mbps": 8e6, "gbps": 8e9,
+    "": 1.0,
+    "bit": 1.0,
+    "kbit": 1e3,
+    "mbit": 1e6,
+    "gbit": 1e9,
+    "tbit": 1e12,
+    "bps": 8.0,
+    "kbps": 8e3,
+    "mbps": 8e6,
+    "gbps": 8e9,
 }
 _TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e-6, "usec": 1e-6}
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "pkt": 1, "p": 1}

@@ -7,11 +7,11 @@ from typing import Any
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
-from results.models import Artifact
 
 from experiments import jobtypes, services
 from experiments.choices import SweepOrder, TrialStatus
 from experiments.models import Experiment, Sweep, Trial
+from results.models import Artifact
 
 
 class ExperimentSerializer(serializers.ModelSerializer):

@@ -6,13 +6,11 @@ from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
-from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
-from results.services import aggregate
 
 from experiments import jobtypes, services
 from experiments.api.serializers import (
@@ -29,6 +27,8 @@ from experiments.api.serializers import (
 from experiments.choices import ACTIVE, TrialStatus
 from experiments.models import Experiment, Sweep, Trial
 from experiments.permissions import IsResearcher
+from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
+from results.services import aggregate
 
 
 def _owned(qs: QuerySet, user: Any, owner_path: str) -> QuerySet:

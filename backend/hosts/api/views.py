@@ -7,19 +7,17 @@ from typing import Any
 
 from django.db import transaction
 from drf_spectacular.utils import extend_schema
-from experiments import jobtypes
-from experiments import services as trial_services
-from experiments.choices import TrialStatus
-from experiments.models import Trial
-from experiments.permissions import IsResearcher, IsStaffOrReadOnly
-from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from rest_framework import mixins, status, viewsets
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-from results.services import ArtifactRejected, store_artifact
 
+from experiments import jobtypes
+from experiments import services as trial_services
+from experiments.choices import TrialStatus
+from experiments.models import Trial
+from experiments.permissions import IsResearcher, IsStaffOrReadOnly
 from hosts import services
 from hosts.api.serializers import (
     ArtifactReplySerializer,
@@ -33,6 +31,8 @@ from hosts.api.serializers import (
 )
 from hosts.auth import HostTokenAuthentication, IsWorkerHost
 from hosts.models import WorkerHost
+from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
+from results.services import ArtifactRejected, store_artifact
 
 log = logging.getLogger("qoelab.hosts")
 

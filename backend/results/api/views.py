@@ -5,11 +5,11 @@ from __future__ import annotations
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema
-from experiments.permissions import IsResearcher
 from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from experiments.permissions import IsResearcher
 from results.models import Artifact
 
 

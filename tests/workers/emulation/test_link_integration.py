@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+
 from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
 from qoelab.emulation.profile import LinkProfile
 

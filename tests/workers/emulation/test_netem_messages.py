@@ -4,6 +4,7 @@ and applied for real where the kernel has sch_netem."""
 import struct
 
 import pytest
+
 from qoelab.emulation import netem
 from qoelab.emulation.profile import LinkProfile
 

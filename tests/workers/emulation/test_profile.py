@@ -3,6 +3,7 @@
 import math
 
 import pytest
+
 from qoelab.emulation.profile import Direction, LinkParams, LinkProfile, parse_gemodel
 from qoelab.errors import ParameterError
 from qoelab.params import ParamsInvalid, validate_params
