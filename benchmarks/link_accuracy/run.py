@@ -85,8 +85,11 @@ class Row:
 
     def goodput_limit(self) -> str:
         """A best guess at what held goodput below the target, from the emulator's own counters."""
-        if self.cpu_pct >= 85 or self.late_p99_us > 500:
-            return f"emulator CPU-bound ({self.cpu_pct:.0f} %, sends {self.late_p99_us:.0f} µs late at p99)"
+        if self.goodput_pct > 100:
+            return "measurement: iperf3's window counted data queued before it began (≈ one queue)"
+        if self.late_p99_us > 500:
+            late_ms = self.late_p99_us / 1e3
+            return f"emulator falling behind (sends {late_ms:.1f} ms late at p99, CPU {self.cpu_pct:.0f} %)"
         if self.queue_drops == 0:
             return f"the sender's TCP had not filled the {self.bdp_mb:.2g} MB BDP yet (no queue drops)"
         return f"TCP loss recovery after {self.queue_drops} drops at the {self.limit_pkts}-packet queue"
@@ -247,14 +250,18 @@ def render(
         "heap keyed by departure time; buffers come from a slab that never frees while running.",
         "- Timers: `ppoll` with nanosecond timeouts, timer slack 1 ns, and a spin of the last 200 µs "
         "before a deadline, because the wake-up latency of this VM is 50–100 µs (with no spin the "
-        "median lateness was 54 µs and p99 0.9 ms; with 200 µs it is 0.5 µs and ~25 µs). The spin "
-        "is what the CPU column shows at mid rates (about 20 % of a core at 10 Mbit/s, where a "
-        "deadline comes every ~1 ms); `--spin-us` trades that CPU for timer accuracy.",
-        "- Scheduling: linkemu asks for SCHED_FIFO priority 10 (`--rt-prio`, best effort). On this "
+        "median lateness was 54 µs and p99 0.9 ms; with 200 µs it is 0.5 µs and ~25 µs). When "
+        "spinning would take more than a quarter of a 20 ms window (deadlines every few tens of µs, "
+        "i.e. ≳ 50 Mbit/s) it sleeps to the deadline instead. The spin is most of the CPU column at "
+        "mid rates (about 20 % of a core at 10 Mbit/s); `--spin-us` trades that CPU for accuracy.",
+        "- Scheduling: linkemu runs at SCHED_FIFO priority 10 (`--rt-prio`, best effort). On this "
         "shared 2-core VM with other jobs running, normal scheduling let RTT probes through a 10 ms "
         "link reach p99 35 ms (linkemu waited up to 32 ms for a CPU); with FIFO p99 stayed within "
-        "0.3 ms. It sleeps whenever nothing is due, and the kernel's RT throttling keeps 5 % of each "
-        "CPU for other tasks.",
+        "0.3 ms. A real-time thread that is busy > 95 % of a second is stopped for 50 ms by the "
+        "kernel's RT throttling (we measured those 45 ms stalls at 1 Gbit/s), so linkemu drops to "
+        "normal scheduling while it is busy more than 90 % of a 20 ms window and returns to FIFO "
+        "below 70 %. At ~1 Gbit/s it therefore competes with the endpoints for CPU, and its sends "
+        "are late by milliseconds at p99 (the `late p99` column).",
         "- Speed: plain 1500-byte packets, one `read`/`write` per packet, no offloads. That already "
         "forwards well over 1 Gbit/s of TCP on one core (below), so GSO super-packets "
         "(IFF_VNET_HDR) were not needed and loss, rate and queue limits stay exact per packet.",
@@ -284,11 +291,14 @@ def render(
         "one-way, (RTT − baseline) / 2 − probe serialisation − configured delay, 200 ICMP echoes 10 ms "
         "apart on the idle link. Loss: UDP datagrams client → server; the interval is the binomial "
         "(Clopper-Pearson) 95 % interval of the measured rate, so about 1 row in 20 falls outside it "
-        "by chance alone. CPU: linkemu's user + system time during the iperf3 run, % of one core.",
+        "by chance alone. CPU: linkemu's user + system time during the iperf3 run, % of one core. "
+        "Late p99: how late linkemu wrote packets relative to their computed departure, over the "
+        "whole run, worse direction (its histogram tops out at 10 ms).",
         "",
         "| rate | delay | loss | goodput | % of rate | goodput target | RTT median | delay error "
-        "median / p99 | delay target | lost / sent | 95 % interval | loss target | CPU | queue drops |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "median / p99 | delay target | lost / sent | 95 % interval | loss target | CPU | late p99 "
+        "| queue drops |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         out.append(
@@ -297,7 +307,7 @@ def render(
             f"{r.rtt_median_ms:.3f} ms | {r.err_median_ms:+.3f} / {r.err_p99_ms:+.3f} ms | "
             f"{r.delay_target} | {r.probes_lost} / {r.probes} | "
             f"{r.loss_ci_low:.2f}–{r.loss_ci_high:.2f} % | {r.loss_target} | {r.cpu_pct:.0f} % | "
-            f"{r.queue_drops} |"
+            f"{r.late_p99_us / 1e3:.2f} ms | {r.queue_drops} |"
         )
     out += ["", "### Where a target is not met", ""]
     misses = []
@@ -404,6 +414,10 @@ def main() -> int:
     for i, (rate, delay, loss) in enumerate(combos, 1):
         row = measure_combo(prefix, rate, delay, loss, base[0])
         rows.append(row)
+        if args.json:  # after every row, so an interrupted run still leaves its rows
+            partial = {"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]}
+            partial |= {"command": "(partial run)", "took": time.monotonic() - started, "date": "(partial)"}
+            args.json.write_text(json.dumps(partial, indent=1))
         print(
             f"[{i}/{len(combos)}] {fmt_rate(rate)} {delay:g} ms {loss:g} %: goodput {row.goodput_pct:.1f} % "
             f"({row.goodput_target}), delay err {row.err_median_ms:+.3f}/{row.err_p99_ms:+.3f} ms "

@@ -11,8 +11,9 @@
  * time at arrival (rate stage, then delay + jitter); packets wait in a per
  * direction min-heap keyed by departure time and are written when due.  The
  * thread sleeps in ppoll() with nanosecond timeouts (timer slack set to 1 ns)
- * and spins for the last few microseconds before a deadline, because hrtimer
- * wake-up latency in a VM is tens of microseconds.
+ * and spins for the last 200 us before a deadline, because hrtimer wake-up
+ * latency in a VM is 50-100 us; when spinning would take more than a quarter
+ * of the time (high packet rates) it sleeps to the deadline instead.
  *
  * Protocol with the driver: prints `ready` on stdout once both devices exist;
  * SIGUSR1 prints one JSON stats line; SIGTERM/SIGINT, the end of stdin (when
@@ -58,6 +59,7 @@
 #define LATE_BUCKETS 10000 /* 1 us buckets, last one collects everything later */
 #define DEFAULT_LIMIT_PKTS 1000 /* netem's default limit */
 #define DEFAULT_MAX_INFLIGHT 131072
+#define SPIN_WINDOW_NS (20 * 1000 * 1000LL)
 
 /* ------------------------------------------------------------------------- */
 /* PRNG: xoshiro256**, seeded through splitmix64 so runs are reproducible.    */
@@ -672,9 +674,12 @@ int main(int argc, char **argv)
 	 * delay the profile did not ask for.  Real-time priority (best effort: needs CAP_SYS_NICE)
 	 * makes it run when a packet is due; the kernel's RT throttling still leaves other tasks
 	 * 5 % of the CPU, and the thread sleeps whenever nothing is due. */
+	int rt_ok = 0;
 	if (rt_prio > 0) {
 		struct sched_param sp = {.sched_priority = rt_prio};
-		if (sched_setscheduler(0, SCHED_FIFO, &sp) < 0)
+		if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0)
+			rt_ok = 1;
+		else
 			fprintf(stderr, "linkemu: warning: no real-time priority (%s); delays may be less exact "
 					"on a busy host\n", strerror(errno));
 	}
@@ -719,6 +724,10 @@ int main(int argc, char **argv)
 		{.fd = watch_stdin ? 0 : -1, .events = POLLIN},
 	};
 
+	int64_t win_start = now_ns(), spun = 0, slept = 0;
+	int rt_now = rt_ok;
+	int spin_on = spin_ns > 0;
+
 	puts("ready");
 	fflush(stdout);
 
@@ -739,15 +748,45 @@ int main(int argc, char **argv)
 
 		struct timespec ts, *tsp = NULL;
 		t = now_ns();
+		/* Spin budget: when deadlines come so often that spinning would take more than a
+		 * quarter of the time (high packet rates), sleep to the deadline instead.  Otherwise
+		 * the thread would be busy all the time, and at real-time priority the kernel's RT
+		 * throttling would then stop it for 50 ms every second. */
+		if (t - win_start >= SPIN_WINDOW_NS) {
+			int64_t win = t - win_start;
+			spin_on = spin_ns > 0 && spun < win / 4;
+			/* Real-time priority only while the thread has slack: busy more than 90 % of
+			 * the time (about 1 Gbit/s here) it would hit RT throttling (950 ms per second)
+			 * and stall for 50 ms, so it runs as a normal thread until the load drops. */
+			int busy = win - slept > win * 9 / 10, idle = win - slept < win * 7 / 10;
+			if (rt_prio > 0 && rt_now && busy) {
+				struct sched_param sp = {.sched_priority = 0};
+				if (sched_setscheduler(0, SCHED_OTHER, &sp) == 0)
+					rt_now = 0;
+			} else if (rt_prio > 0 && rt_ok && !rt_now && idle) {
+				struct sched_param sp = {.sched_priority = rt_prio};
+				if (sched_setscheduler(0, SCHED_FIFO, &sp) == 0)
+					rt_now = 1;
+			}
+			spun = 0;
+			slept = 0;
+			win_start = t;
+		}
+		int spinning = 0;
 		if (next != INT64_MAX) {
-			int64_t wait = next - t - spin_ns;
+			int64_t wait = next - t - (spin_on ? spin_ns : 0);
 			if (wait < 0)
 				wait = 0;
+			spinning = wait == 0 && next > t;
 			ts.tv_sec = wait / NSEC;
 			ts.tv_nsec = wait % NSEC;
 			tsp = &ts;
 		}
 		int r = ppoll(pfd, 3, tsp, &waitmask);
+		if (spinning)
+			spun += now_ns() - t;
+		else if (!tsp || tsp->tv_sec || tsp->tv_nsec)
+			slept += now_ns() - t;
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;

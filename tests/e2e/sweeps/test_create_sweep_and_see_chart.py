@@ -86,8 +86,9 @@ def test_a_researcher_creates_a_sweep_in_the_form_and_sees_its_chart_fill(
 
     # The chart refreshes when trials finish; wait for both points, then read them from Chart.js.
     # Each point is the mean of the two repetitions with its 95 % interval as whiskers.
-    count = f"({CHART_POINTS_JS})()?.flatMap((d) => d.points).length"
-    page.wait_for_function(f"() => {count} === 2", timeout=30_000)
+    # A redraw from before the last trial finished may still be on screen: wait for the final one.
+    full = f"(({CHART_POINTS_JS})()?.flatMap((d) => d.points) ?? [])"
+    page.wait_for_function(f"() => {full}.length === 2 && {full}.every((p) => p.n === 2)", timeout=30_000)
     series = page.evaluate(CHART_POINTS_JS)
     assert [s["label"] for s in series] == ["delay = 5ms"]
     points = series[0]["points"]
