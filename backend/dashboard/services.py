@@ -160,12 +160,20 @@ def series_labels(sweep: Sweep, param: str) -> dict[Any, str]:
     return {resolved: str(written) for resolved, written in pairs}
 
 
-def aggregate(sweep: Sweep, y: str, x: str, series: str | None = None, source: str = "summary") -> list[dict]:
+def aggregate(
+    sweep: Sweep,
+    y: str,
+    x: str,
+    series: str | None = None,
+    source: str = "summary",
+    where: dict[str, Any] | None = None,
+) -> list[dict]:
     """The backend's aggregate (mean, Student-t 95 % CI, n per point) with legend labels.
 
     One entry per series value: {key, label, points: [{x, mean, ci_low, ci_high, n, sd}]}.
+    ``where`` restricts it to trials with these resolved parameter values (one panel).
     """
-    agg = results_services.aggregate(sweep, y, x, series, source)
+    agg = results_services.aggregate(sweep, y, x, series, source, where)
     labels = series_labels(sweep, series) if series else {}
     out = []
     for s in agg["series"]:
@@ -181,6 +189,28 @@ def chart_payload(sweep: Sweep, job: JobType | None, spec: ChartSpec) -> dict[st
     x_info = params.get(spec.x)
     metric = metrics.get(spec.y)
     series = aggregate(sweep, spec.y, spec.x, spec.series, spec.source)
+    # Panels: one per value of the facet parameter, in ascending order, lettered as in the thesis;
+    # without a facet a single panel holding every trial (the same numbers as ``series``).
+    panels: list[dict[str, Any]] = []
+    if spec.facet:
+        labels = series_labels(sweep, spec.facet)
+        for i, value in enumerate(sorted(labels, key=_facet_key)):
+            panel_series = aggregate(sweep, spec.y, spec.x, spec.series, spec.source, {spec.facet: value})
+            panels.append(
+                {
+                    "value": value,
+                    "label": f"({_letter(i)}) {spec.facet} = {labels[value]}",
+                    "series": [{"label": s["label"], "points": s["points"]} for s in panel_series],
+                }
+            )
+    else:
+        panels.append(
+            {
+                "value": None,
+                "label": "",
+                "series": [{"label": s["label"], "points": s["points"]} for s in series],
+            }
+        )
     return {
         "key": spec.key,
         "title": spec.title,
@@ -198,11 +228,30 @@ def chart_payload(sweep: Sweep, job: JobType | None, spec: ChartSpec) -> dict[st
         "identity": spec.identity,
         "confidence": CONFIDENCE,
         "series": [{"label": s["label"], "points": s["points"]} for s in series],
+        "facet": spec.facet,
+        "panels": panels,
     }
 
 
+def _facet_key(value: Any) -> tuple[int, Any]:
+    """Numbers first in numeric order, then everything else by its text (None last)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, value)
+    return (2, "") if value is None else (1, str(value))
+
+
+def _letter(i: int) -> str:
+    return chr(ord("a") + i) if i < 26 else str(i + 1)
+
+
 def custom_spec(
-    job: JobType | None, y: str, x: str, series: str | None, log_x: bool, log_y: bool
+    job: JobType | None,
+    y: str,
+    x: str,
+    series: str | None,
+    log_x: bool,
+    log_y: bool,
+    facet: str | None = None,
 ) -> ChartSpec:
     """A ChartSpec for the custom-chart control, with display units chosen from the declared units."""
     params = {p.name: p for p in describe_params(job)} if job else {}
@@ -215,10 +264,13 @@ def custom_spec(
     y_title = metrics[y].label if y in metrics else y
     return ChartSpec(
         key="custom",
-        title=f"{y_title} vs {x_title}" + (f" by {series}" if series else ""),
+        title=f"{y_title} vs {x_title}"
+        + (f" by {series}" if series else "")
+        + (f", per {facet}" if facet else ""),
         x=x,
         y=y,
         series=series,
+        facet=facet,
         log_x=log_x,
         log_y=log_y,
         x_label=axis_label(x_title, x_disp),

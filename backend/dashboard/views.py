@@ -196,7 +196,9 @@ def _flag(value: str | None) -> bool:
 @require_GET
 @researcher_required
 def sweep_chart(request: HttpRequest, pk: int) -> JsonResponse:
-    """Chart data: ?preset=<key>, or ?y=<metric>&x=<param>[&series=<param>][&log_x=on][&log_y=on]."""
+    """Chart data: ?preset=<key>, or ?y=<metric>&x=<param>[&series=<param>][&facet=<param>][&log_x=on]
+    [&log_y=on]. ``panels`` holds one panel per value of the facet parameter (a single panel without one).
+    """
     sweep = _sweep_or_404(request, pk)
     job = jobtypes.get_job(sweep.job_type)
     if job is None:
@@ -211,6 +213,7 @@ def sweep_chart(request: HttpRequest, pk: int) -> JsonResponse:
         params = {p.name for p in services.describe_params(job)}
         metrics = {m.name for m in job.metrics}
         y, x, series = request.GET.get("y", ""), request.GET.get("x", ""), request.GET.get("series") or None
+        facet = request.GET.get("facet") or None
         errors = {}
         if y not in metrics:
             errors["y"] = f"must be a metric of {job.name} ({', '.join(sorted(metrics))})"
@@ -220,10 +223,14 @@ def sweep_chart(request: HttpRequest, pk: int) -> JsonResponse:
             errors["series"] = f"must be a parameter of {job.name} or empty"
         if series is not None and series == x:
             errors["series"] = "must differ from x"
+        if facet is not None and facet not in params:
+            errors["facet"] = f"must be a parameter of {job.name} or empty"
+        elif facet is not None and facet in (x, series):
+            errors["facet"] = "must differ from x and series"
         if errors:
             return JsonResponse({"detail": "invalid chart", "errors": errors}, status=400)
         spec = services.custom_spec(
-            job, y, x, series, _flag(request.GET.get("log_x")), _flag(request.GET.get("log_y"))
+            job, y, x, series, _flag(request.GET.get("log_x")), _flag(request.GET.get("log_y")), facet
         )
     return JsonResponse(services.chart_payload(sweep, job, spec))
 

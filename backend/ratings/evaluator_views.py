@@ -9,12 +9,17 @@ in ``ratings.services``.
 from __future__ import annotations
 
 import mimetypes
+import os
+import re
+import shutil
+from pathlib import Path
 from typing import Any
 
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_http_methods
 
 from ratings import live, services, throttle
@@ -136,6 +141,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
             "live_reason": "" if live.available() else live.unavailable_reason(),
             "reference_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.REFERENCE]),
             "degraded_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.DEGRADED]),
+            "live_reference_url": reverse("ratings_rate:live-reference", args=[token, cond.pk, "page1.html"]),
             "api_base": "/api/rate/",
             "posted": request.POST if request.method == "POST" else {},
         }
@@ -155,6 +161,48 @@ def media(request: HttpRequest, token: str, condition: int, stage: str) -> FileR
         raise Http404("no recording for this condition yet")
     ctype = mimetypes.guess_type(artifact.name)[0] or "video/webm"
     response = FileResponse(artifact.file.open("rb"), content_type=ctype)
+    response["Cache-Control"] = "private, no-store"
+    response["Referrer-Policy"] = "same-origin"
+    return response
+
+
+REFERENCE_FILE = re.compile(r"^[A-Za-z0-9_-]{1,40}\.(html|jpg|jpeg|png)$")
+# The workload a live_session trial shows (qoelab.jobs.live_session: seed 1, one page per screen).
+LIVE_WORKLOAD_SEED = 1
+
+
+def live_reference_dir(pages: int) -> Path:
+    """The live reference pages, generated once per page count (the generator is deterministic)."""
+    from django.conf import settings
+
+    from qoelab.rd.workload import generate
+
+    out = Path(settings.MEDIA_ROOT) / "live-reference" / f"seed{LIVE_WORKLOAD_SEED}-pages{pages}"
+    if not (out / "manifest.json").exists():
+        tmp = out.with_name(out.name + f".tmp{os.getpid()}")
+        generate(tmp, pages=pages, seed=LIVE_WORKLOAD_SEED)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            tmp.rename(out)
+        except OSError:  # another request made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+@require_GET
+@xframe_options_sameorigin
+def live_reference(request: HttpRequest, token: str, condition: int, name: str) -> FileResponse:
+    """Live mode's reference: the session's workload pages at 800x600, without a remote desktop."""
+    ev = _evaluator(request, token)
+    if ev is None or condition not in (ev.order or []) or ev.campaign.mode != "live":
+        raise Http404("no such page for this link")
+    if not REFERENCE_FILE.match(name):
+        raise Http404("no such page")
+    path = live_reference_dir(max(ev.campaign.screens_per_condition, 2)) / name
+    if not path.is_file():
+        raise Http404("no such page")
+    ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+    response = FileResponse(path.open("rb"), content_type=ctype)
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "same-origin"
     return response

@@ -218,3 +218,35 @@ def slot_json(slot: Slot | None) -> dict[str, Any]:
         "expires_at": slot.expires_at.isoformat(),
         "available": available(),
     }
+
+
+def worker_report(trial_id: int, host_id: int | None, body: dict[str, Any]) -> dict[str, Any]:
+    """A live_session worker's report: the session info once, then the screens; answers release or not.
+
+    The slot is found by the trial its session provider started (``session.trial``). The first report
+    with ``session`` (WebSocket URL, client kind) makes the session ready for the page; later ones
+    update ``pages_seen`` (pages the remote kiosk browser loaded after the first). The answer
+    ``{"release": true}`` tells the worker to tear the session down: the slot was released (page
+    closed, timed out, moved on) or no slot knows the trial.
+    """
+    with transaction.atomic():
+        slot = Slot.objects.select_for_update().filter(session__trial=trial_id).order_by("-id").first()
+        if slot is None:
+            return {"release": True, "reason": f"no live slot is waiting for trial {trial_id}"}
+        if slot.state != SlotState.ACTIVE:
+            return {"release": True, "reason": slot.release_reason or f"the slot is {slot.state}"}
+        session = dict(slot.session or {})
+        info = body.get("session")
+        if isinstance(info, dict):
+            for key in ("websocket_url", "client", "password", "note", "protocol", "link_backend"):
+                if key in info:
+                    session[key] = info[key]
+            session["ready"] = True
+            session["host"] = host_id
+        if isinstance(body.get("pages_seen"), int):
+            session["pages_seen"] = body["pages_seen"]
+        if body.get("error"):
+            session["error"] = f"the remote session broke: {body['error']}"[:500]
+        slot.session = session
+        slot.save(update_fields=["session"])
+    return {"release": False, "reason": ""}

@@ -8,5 +8,8 @@ app_name = "ratings_rate"
 urlpatterns: list[URLPattern] = [
     path("", views.resume, name="resume"),
     path("<str:token>/", views.rate, name="rate"),
+    path(
+        "<str:token>/live-reference/<int:condition>/<str:name>", views.live_reference, name="live-reference"
+    ),
     path("<str:token>/media/<int:condition>/<str:stage>/", views.media, name="media"),
 ]

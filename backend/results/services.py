@@ -11,6 +11,7 @@ import hashlib
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -169,16 +170,24 @@ def _key(value: Any) -> Any:
 
 
 def aggregate(
-    sweep: Sweep, metric: str, x: str, series: str | None = None, source: str = "summary"
+    sweep: Sweep,
+    metric: str,
+    x: str,
+    series: str | None = None,
+    source: str = "summary",
+    where: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Mean and 95 % CI of ``metric`` per (x, series) over succeeded trials of the sweep.
 
     ``source="summary"`` aggregates one value per trial; ``"samples"`` aggregates every per-event
-    sample value named ``metric`` (RD: one per screen update).
+    sample value named ``metric`` (RD: one per screen update). ``where`` keeps only trials whose
+    resolved (SI) parameters equal the given values, e.g. ``{"rate": 1e6}`` for one chart panel.
     """
+    conditions = dict(where or {})
     trials = {
         t["id"]: t["resolved"]
         for t in sweep.trials.filter(status=TrialStatus.SUCCEEDED).values("id", "resolved")
+        if all(t["resolved"].get(k) == v for k, v in conditions.items())
     }
     groups: dict[tuple[Any, Any], list[float]] = defaultdict(list)
     if source == "samples":

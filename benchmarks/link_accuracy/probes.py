@@ -176,13 +176,14 @@ def udp_loss(pair: Pair, count: int, pps: float, payload: int = 64) -> int:
                 while True:
                     got.add(struct.unpack("!I", rx.recv(2048)[:4])[0])
 
-        start = time.monotonic()
+        due = time.monotonic()
         for i in range(count):
             tx.send(struct.pack("!I", i) + pad)
             drain()
-            delay = start + (i + 1) / pps - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            # Never catch up after a stall with a burst: that could overflow the rate queue and
+            # count queue drops as loss.
+            due = max(due + 1 / pps, time.monotonic())
+            time.sleep(max(0.0, due - time.monotonic()))
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
             select.select([rx], [], [], 0.05)

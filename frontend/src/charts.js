@@ -3,8 +3,9 @@
  * Plain script (no bundler): needs Chart.js's UMD build loaded first (window.Chart) and exposes
  * window.qoelabCharts.render(canvas, payload). The payload comes from the dashboard's chart.json
  * view: {title, x_label, y_label, x_scale, y_scale, log_x, log_y, identity, series: [{label,
- * points: [{x, mean, ci_low, ci_high, n}]}]}. Values arrive in SI units and are divided by
- * x_scale/y_scale for display (1e6 shows bit/s as Mbit/s).
+ * points: [{x, mean, ci_low, ci_high, n}]}], facet, panels: [{label, series}]}. Values arrive in
+ * SI units and are divided by x_scale/y_scale for display (1e6 shows bit/s as Mbit/s). A faceted
+ * payload is drawn as one chart per panel (panels(payload), one canvas each).
  *
  * Error bars are a small own plugin rather than chartjs-chart-error-bars: the whiskers are a
  * dozen lines of canvas code, they work on linear and logarithmic axes alike, and the points stay
@@ -119,6 +120,19 @@
     return out;
   }
 
+  // Splits a payload into one payload per panel (a faceted chart: the thesis' "(a) 1 Mbit/s,
+  // (b) 10 Mbit/s"). Each keeps the chart's axes and scales; its title names the panel. A payload
+  // without panels (an older server) or without a facet is one panel, drawn as before.
+  function panels(payload) {
+    if (!payload.facet || !Array.isArray(payload.panels) || !payload.panels.length) return [payload];
+    return payload.panels.map((panel) => ({
+      ...payload,
+      title: payload.title ? `${payload.title} ${panel.label}` : panel.label,
+      series: panel.series,
+      panel: panel.label,
+    }));
+  }
+
   // Chart.js sizes the y axis from y alone; widen it so the whiskers fit.
   function yBounds(sets, log) {
     const vals = sets.flatMap((d) => d.data.flatMap((p) => [p.y, p.yMin, p.yMax]));
@@ -186,5 +200,5 @@
     return chart;
   }
 
-  window.qoelabCharts = { render, datasets, errorBars };
+  window.qoelabCharts = { render, datasets, panels, errorBars };
 })();

@@ -33,15 +33,47 @@
 
   // ---- charts --------------------------------------------------------------------------------
 
+  // One canvas per panel: keeps the first box (the template's), adds or removes boxes as needed.
+  function panelCanvases(figure, count, ariaLabels) {
+    const holder = figure.querySelector(".chart-panels");
+    let boxes = Array.from(holder.querySelectorAll(".canvas-box"));
+    while (boxes.length > count && boxes.length > 1) {
+      const box = boxes.pop();
+      const old = window.Chart.getChart(box.querySelector("canvas"));
+      if (old) old.destroy();
+      box.remove();
+    }
+    while (boxes.length < count) {
+      const box = boxes[0].cloneNode(false);
+      const canvas = document.createElement("canvas");
+      canvas.setAttribute("role", "img");
+      box.appendChild(canvas);
+      holder.appendChild(box);
+      boxes.push(box);
+    }
+    const canvases = boxes.map((b) => b.querySelector("canvas"));
+    canvases.forEach((c, i) => {
+      if (ariaLabels[i]) c.setAttribute("aria-label", `Chart: ${ariaLabels[i]}`);
+    });
+    return canvases;
+  }
+
   async function drawChart(figure, url) {
-    const canvas = figure.querySelector("canvas");
     const note = figure.querySelector("[data-role=chart-note]");
     try {
       const payload = await getJson(url);
-      const points = payload.series.reduce((n, s) => n + s.points.length, 0);
+      const parts = window.qoelabCharts.panels(payload);
+      const points = parts.reduce((n, part) => n + part.series.reduce((m, s) => m + s.points.length, 0), 0);
       figure.dataset.points = String(points);
+      figure.dataset.panels = String(parts.length);
+      figure.classList.toggle("faceted", Boolean(payload.facet));
       if (note) note.textContent = points ? "" : "No finished trials with this metric yet.";
-      window.qoelabCharts.render(canvas, payload);
+      const canvases = panelCanvases(
+        figure,
+        parts.length,
+        parts.map((part) => part.title),
+      );
+      parts.forEach((part, i) => window.qoelabCharts.render(canvases[i], part));
     } catch (err) {
       if (note) note.textContent = `Could not load chart data: ${err.message}`;
     }

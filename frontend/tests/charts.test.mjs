@@ -9,7 +9,10 @@ function loadCharts() {
   vm.runInNewContext(readFileSync(new URL("../src/charts.js", import.meta.url), "utf8"), { window });
   const charts = window.qoelabCharts;
   // Objects made inside the vm context have its prototypes; compare plain copies.
-  return { datasets: (p) => JSON.parse(JSON.stringify(charts.datasets(p))) };
+  return {
+    datasets: (p) => JSON.parse(JSON.stringify(charts.datasets(p))),
+    panels: (p) => JSON.parse(JSON.stringify(charts.panels(p))),
+  };
 }
 
 const payload = {
@@ -61,4 +64,44 @@ test("the identity line spans the data and carries no error bars", () => {
 test("the identity line starts at the smallest positive value on log axes", () => {
   const sets = loadCharts().datasets({ ...payload, log_x: true });
   assert.deepEqual(sets.at(-1).data[0], { x: 0.9, y: 0.9 });
+});
+
+const faceted = {
+  title: "Fig. 4.7",
+  facet: "rate",
+  x_scale: 1e-3,
+  y_scale: 1,
+  series: [{ label: "protocol = vnc", points: [{ x: 0.01, mean: 700, ci_low: 600, ci_high: 800, n: 4 }] }],
+  panels: [
+    {
+      label: "(a) rate = 1mbit",
+      series: [{ label: "protocol = vnc", points: [{ x: 0.01, mean: 1200, ci_low: 1100, ci_high: 1300, n: 2 }] }],
+    },
+    {
+      label: "(b) rate = 10mbit",
+      series: [{ label: "protocol = vnc", points: [{ x: 0.01, mean: 200, ci_low: 150, ci_high: 250, n: 2 }] }],
+    },
+  ],
+};
+
+test("a faceted payload splits into one titled chart per panel with that panel's points", () => {
+  const parts = loadCharts().panels(faceted);
+  assert.equal(parts.length, 2);
+  assert.deepEqual(
+    parts.map((p) => p.title),
+    ["Fig. 4.7 (a) rate = 1mbit", "Fig. 4.7 (b) rate = 10mbit"],
+  );
+  const { datasets } = loadCharts();
+  assert.deepEqual(
+    parts.map((p) => datasets(p)[0].data[0].y),
+    [1200, 200],
+  );
+  assert.equal(datasets(parts[1])[0].data[0].x, 10); // 10 ms after the chart's x_scale
+});
+
+test("a payload without a facet stays one panel with the pooled series", () => {
+  const parts = loadCharts().panels({ ...faceted, facet: null });
+  assert.equal(parts.length, 1);
+  assert.equal(parts[0].series[0].points[0].mean, 700);
+  assert.equal(loadCharts().panels(payload).length, 1);
 });

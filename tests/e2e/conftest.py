@@ -33,7 +33,7 @@ RESULTS = REPO / "test-results"
 STATIC_MARKER = REPO / "frontend" / "dist" / "vendor" / "chart.js" / "chart.umd.min.js"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # Playwright holds an asyncio loop open; pyroute2 tests must not see it
 def chromium() -> Iterator[Any]:
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
         pytest.fail("Chromium is missing: apt-get install -y chromium (Playwright's download is not used)")

@@ -105,3 +105,26 @@ class WorkerHostSerializer(serializers.ModelSerializer):
 
     def get_running_trials(self, obj: WorkerHost) -> list[int]:
         return [int(x) for x in obj.running if isinstance(x, int)]
+
+
+class LiveSessionInfoSerializer(serializers.Serializer):
+    websocket_url = serializers.RegexField(r"^wss?://[^\s]{3,300}$", help_text="ws://<worker>:<port>/")
+    client = serializers.ChoiceField(choices=["novnc", "spice-html5", "x2go-view"])
+    password = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    note = serializers.CharField(required=False, allow_blank=True, max_length=1000)
+    protocol = serializers.CharField(required=False, max_length=20)
+    link_backend = serializers.CharField(required=False, max_length=40)
+
+
+class LiveReportSerializer(serializers.Serializer):
+    """A ``live_session`` trial's report: the session once, then screens seen every few seconds."""
+
+    session = LiveSessionInfoSerializer(required=False)
+    pages_seen = serializers.IntegerField(required=False, min_value=0, max_value=100000)
+    alive = serializers.BooleanField(required=False)
+    error = serializers.CharField(required=False, allow_blank=True, max_length=1000)
+
+
+class LiveReplySerializer(serializers.Serializer):
+    release = serializers.BooleanField(help_text="true: tear the session down now")
+    reason = serializers.CharField(allow_blank=True)

@@ -27,6 +27,8 @@ from hosts.api.serializers import (
     FinishSerializer,
     HeartbeatReplySerializer,
     HeartbeatSerializer,
+    LiveReplySerializer,
+    LiveReportSerializer,
     WorkerHostSerializer,
 )
 from hosts.auth import HostTokenAuthentication, IsWorkerHost
@@ -145,6 +147,33 @@ class ArtifactUploadView(WorkerAPIView):
             {"id": artifact.pk, "size": artifact.size, "sha256": artifact.sha256},
             status=status.HTTP_201_CREATED,
         )
+
+
+class LiveReportView(WorkerAPIView):
+    @extend_schema(
+        tags=WORKER_TAG,
+        request=LiveReportSerializer,
+        responses={
+            200: LiveReplySerializer,
+            400: ErrorSerializer,
+            404: DetailSerializer,
+            409: DetailSerializer,
+        },
+        summary="A live_session trial reports its session and screens; the answer says whether to release it",
+    )
+    def post(self, request: Request, trial_id: int) -> Response:
+        from ratings import live  # the ratings app owns the slots; hosts only carries the report
+
+        ser = LiveReportSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        trial = Trial.objects.filter(pk=trial_id).first()
+        if trial is None:
+            return _not_found(trial_id)
+        if trial.host_id != self.host.pk or trial.status != TrialStatus.RUNNING:
+            return _conflict(
+                f"trial {trial_id} is not running on host {self.host.name} (it is {trial.status})"
+            )
+        return Response(live.worker_report(trial.pk, self.host.pk, ser.validated_data))
 
 
 class FinishView(WorkerAPIView):

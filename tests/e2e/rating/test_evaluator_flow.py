@@ -163,6 +163,8 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
     page.get_by_role("heading", name="Results: e2e rating").wait_for()
     table = page.get_by_role("table", name=re.compile("After exclusion"))
     assert "3.00 (n=1)" in table.first.inner_text()
+    chart = "window.Chart?.getChart(document.querySelector('figure[data-chart-key=\"fig43\"] canvas'))"
+    page.wait_for_function(f"() => !!{chart}", timeout=15_000)  # drawn after the page's data fetch
     points = page.evaluate(
         """() => {
           const c = window.Chart.getChart(document.querySelector('figure[data-chart-key="fig43"] canvas'));

@@ -30,8 +30,10 @@ class Metric:
 class ChartSpec:
     """A preset dashboard chart: summary metric ``y`` against parameter ``x``.
 
-    ``series`` splits points by another parameter; ``identity`` draws y = x (configured vs
-    measured). ``x_scale``/``y_scale`` divide values for display (1e6 shows bit/s as Mbit/s).
+    ``series`` splits points by another parameter; ``facet`` draws one panel per value of a third
+    parameter (the thesis' "(a) 1 Mbit/s, (b) 10 Mbit/s"; None = one panel with every trial);
+    ``identity`` draws y = x (configured vs measured). ``x_scale``/``y_scale`` divide values for
+    display (1e6 shows bit/s as Mbit/s).
     """
 
     key: str
@@ -47,6 +49,7 @@ class ChartSpec:
     y_scale: float = 1.0
     identity: bool = False
     source: str = "summary"  # "summary" (per-trial values) or "samples" (per-event values)
+    facet: str | None = None
 
 
 @dataclass

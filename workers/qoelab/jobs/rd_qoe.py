@@ -40,6 +40,7 @@ DISAGREE_MS = 500.0
 # slowest, ~12 s), teardown, the link verification's pings and UDP probes.
 SETUP_BUDGET_S = 60.0
 TIMEOUT_S = 1800  # the job type's hard limit per trial attempt
+RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `record` is on
 
 
 class RdQoeParams(LinkParams):
@@ -60,7 +61,12 @@ class RdQoeParams(LinkParams):
     verify_duration: p.Duration(1.0, 30.0) = Field(  # type: ignore[valid-type]
         default=2.0, description="seconds per TCP test of the link verification at the trial's start"
     )
-    # After the durations: its validator checks the time budget with them.
+    record: bool = Field(
+        default=False,
+        description="record the client display and a locally rendered reference as WebM videos "
+        "(recorded-mode ratings); costs CPU during the trial and about the trial's length again after it",
+    )
+    # After the durations and record: its validator checks the time budget with them.
     pages: int = Field(default=5, ge=1, le=100, description="screen updates (clicks) per trial")
     vnc_server: Literal["x11vnc", "tigervnc"] = Field(
         default="x11vnc", description="VNC server program (x11vnc on Xvfb, or TigerVNC Xvnc)"
@@ -91,9 +97,14 @@ class RdQoeParams(LinkParams):
         if not all(k in d for k in ("update_timeout", "pause", "quiet", "verify_duration")):
             return pages  # another field is already invalid and reported
         per_update = d["update_timeout"] + d["pause"] + d["quiet"]
-        worst = pages * per_update + SETUP_BUDGET_S + 2 * d["verify_duration"] + 10
+        fixed = SETUP_BUDGET_S + 2 * d["verify_duration"] + 10
+        if d.get("record"):
+            # The reference replays the clicks at the same moments, then both videos are encoded.
+            per_update *= 2
+            fixed += RECORD_BUDGET_S
+        worst = pages * per_update + fixed
         if worst > TIMEOUT_S:
-            most = int((TIMEOUT_S - SETUP_BUDGET_S - 2 * d["verify_duration"] - 10) // per_update)
+            most = int((TIMEOUT_S - fixed) // per_update)
             raise ValueError(
                 f"must be at most {most} with update_timeout {d['update_timeout']:g} s (every update may "
                 f"run to its timeout and the trial limit is {TIMEOUT_S} s), got {pages}"
@@ -201,6 +212,7 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 settings=params.settings(),
                 log=ctx.log,
                 prefix=ctx.prefix,
+                record=params.record,
             )
     finally:
         # Logs go up with a failed trial too (the runner uploads ctx.artifacts whatever happens).
@@ -212,7 +224,8 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
     logged = {a.path for a in ctx.artifacts}
     for path in map(Path, result["artifacts"]):
         if path not in logged:
-            ctx.add_artifact(path, {".pcap": "pcap", ".json": "json", ".log": "log"}.get(path.suffix, "file"))
+            kinds = {".pcap": "pcap", ".json": "json", ".log": "log", ".webm": "video"}
+            ctx.add_artifact(path, kinds.get(path.suffix, "file"))
     ctx.add_artifact(ctx.workdir / "link_check.json", "json")
     if (trial_dir / "result.json").exists():
         ctx.add_artifact(trial_dir / "result.json", "json")
@@ -240,12 +253,22 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
             "backend_reason": link.backend_reason,
             "mapping": result.get("mapping"),
             "analysis": result.get("analysis"),
+            **({"recordings": _recording_provenance(result["recordings"])} if "recordings" in result else {}),
         },
     )
 
 
+def _recording_provenance(rec: dict[str, Any]) -> dict[str, Any]:
+    """File names and the recording error, if any (the full metadata is in the .json artifacts)."""
+    files = {k: [Path(f).name for f in v] for k, v in rec.get("files", {}).items()}
+    return {"files": files, **({"error": rec["error"]} if rec.get("error") else {})}
+
+
 def _t_vs(x: str, key: str, title: str, x_label: str, x_scale: float = 1.0, log_x: bool = False) -> ChartSpec:
+    # T vs delay/loss are faceted by rate: the thesis draws Figs. 4.7/4.8 as panels (a) 1 Mbit/s
+    # and (b) 10 Mbit/s; T vs rate (Fig. 4.6) is not.
     return ChartSpec(key=key, title=title, x=x, y="T_ms", series="protocol", log_x=log_x,
+                     facet=None if x == "rate" else "rate",
                      x_label=x_label, y_label="response time T (ms)", x_scale=x_scale)  # fmt: skip
 
 

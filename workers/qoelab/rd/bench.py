@@ -25,7 +25,7 @@ from qoelab.rd.clients import fit_viewer_window, resolve_settings, start_viewer
 from qoelab.rd.desktop import PROTOCOLS, find_x2go_agent_display, start_server_side
 from qoelab.rd.display import Display, start_xvfb
 from qoelab.rd.driver import DriverParams, drive
-from qoelab.rd.procs import ProcSet, SetupError, wait_for
+from qoelab.rd.procs import ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.workload import Manifest, find_link, generate
 
 CLIENT_SCREEN = (1024, 768)  # larger than 800x600 so viewer menus or borders never crop the desktop
@@ -112,6 +112,36 @@ def calibrate(
     return (int(offset[0]), int(offset[1])), info
 
 
+def _recordings(
+    recorder: Any, clicks: list[dict[str, Any]], workdir: Path, prefix: str, log: logging.Logger,
+    timings: dict[str, float],
+) -> dict[str, Any]:  # fmt: skip
+    """Encode the degraded recording and record the reference, after the session is gone.
+
+    A failure here does not throw the measurement away: it is reported in ``error`` (and the
+    ratings app then finds no recording for the condition).
+    """
+    from qoelab.rd import record as rec_mod
+
+    t = time.monotonic()
+    out: dict[str, Any] = {"files": {}}
+    try:
+        degraded = rec_mod.finish(recorder, clicks, "recording", workdir / rec_mod.RECORDING_NAME, prefix)
+        out["files"]["recording"] = [str(degraded), str(degraded.with_suffix(".json"))]
+        start = float(recorder.start_epoch)
+        duration = float(recorder.stop_epoch) - start
+        manifest = Manifest.load(workdir / "pages" / "manifest.json")
+        ref = rec_mod.record_reference(
+            workdir, manifest, workdir / "pages", clicks, start, duration, prefix, log
+        )
+        out["files"]["reference"] = [str(ref), str(ref.with_suffix(".json"))]
+    except Exception as err:  # noqa: BLE001 - the measurement stays valid without its videos
+        out["error"] = f"{type(err).__name__}: {err}"
+        log.warning("%s: recording failed: %s", prefix, out["error"])
+    timings["record_s"] = time.monotonic() - t
+    return out
+
+
 def run_bench(
     protocol: str,
     server_ns: str,
@@ -130,20 +160,31 @@ def run_bench(
     prefix: str | None = None,
     stable_s: float | None = None,
     on_step: Callable[[int], None] | None = None,
+    record: bool = False,
 ) -> dict[str, Any]:
-    """Run one trial of ``protocol`` and return updates, summary, clicks, artifacts, versions, timings."""
+    """Run one trial of ``protocol`` and return updates, summary, clicks, artifacts, versions, timings.
+
+    ``record``: also record the client display during the clicks and a locally rendered reference
+    (``qoelab.rd.record``; for recorded-mode ratings). Costs CPU during the trial (the x11grab)
+    and time after it (WebM encoding, the reference run), so benchmarks leave it off.
+    """
     log = log or logging.getLogger("qoelab.rd.bench")
     if protocol not in PROTOCOLS:
         raise ParameterError("protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
     params = DriverParams(pages, quiet_s, pause_s, update_timeout_s, stable_s)
     params.validate()
     merged = resolve_settings(protocol, settings)
+    if record:
+        from qoelab.rd import record as rec_mod
+
+        require_tool("ffmpeg", "ffmpeg")  # say so before a session is started, not after it
     prefix = prefix or _prefix_of(server_ns, client_ns)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     procs = ProcSet(prefix, workdir / "logs")
     capture: Capture | None = None
     watch: PayloadWatch | None = None
+    recorder = None
     clicks: list = []
     timings: dict[str, float] = {}
     mapping: dict[str, Any] = {}
@@ -190,19 +231,34 @@ def run_bench(
         if fitted is not None:
             mapping["fitted_window"] = fitted
         log.info("%s: page -> client offset %s (%s)", prefix, offset, mapping.get("used"))
+        if record:
+            # The viewer's 800x600 desktop area of the client screen, the size of the reference.
+            recorder = rec_mod.Recording(
+                client, workdir / "recording.raw.mkv", prefix, workdir / "logs" / "ffmpeg-recording.log",
+                region=(offset[0], offset[1], *rec_mod.SIZE),
+            ).start()  # fmt: skip
         watch = PayloadWatch(client_ns, client_if, server_ip).start()
         capture = Capture(procs, client_ns, client_if, pcap)
         capture.start()
         # Start measuring from a quiet link: the calibration moves left traffic behind.
         watch.wait_quiet(quiet_s, timeout=10)
+        if recorder is not None and recorder.start_epoch is not None:
+            # Evaluators see the first page for a moment before the first click.
+            time.sleep(max(0.0, recorder.start_epoch + rec_mod.LEAD_S - time.time()))
         timings["setup_s"] = time.monotonic() - t0
         t1 = time.monotonic()
         clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
         # The last update's tail must be in the file before dumpcap stops.
         time.sleep(min(0.5, quiet_s))
         timings["run_s"] = time.monotonic() - t1
+        if recorder is not None:
+            time.sleep(rec_mod.TAIL_S)
+            recorder.stop_epoch = time.time()
+            recorder.stop()
     finally:
         t2 = time.monotonic()
+        if recorder is not None:
+            recorder.stop()  # a failed run: ffmpeg must not outlive the trial
         if watch is not None:
             watch.stop()
         if capture is not None:
@@ -233,6 +289,9 @@ def run_bench(
     }
     (workdir / "manifest.json").write_text((workdir / "pages" / "manifest.json").read_text())
     result["artifacts"].append(str(workdir / "manifest.json"))
+    if recorder is not None:
+        result["recordings"] = _recordings(recorder, result["clicks"], workdir, prefix, log, timings)
+        result["artifacts"] += [p for v in result["recordings"].get("files", {}).values() for p in v]
     try:
         from qoelab.rd import analysis
     except ImportError as err:  # the analysis module is optional for the driver itself

@@ -124,15 +124,24 @@
         } else if (slot.state === "active" && !started) {
           started = true;
           queue.textContent = "Your session is starting…";
-          call("GET", "session/").then((s) => {
-            if (s.status !== 200) {
-              queue.textContent = s.data.detail || "The live session is not available.";
-              return;
-            }
-            queue.textContent = "Your session is ready.";
-            // The remote-desktop client (noVNC, spice-html5, X2Go view) listens for this event.
-            liveBox.dispatchEvent(new CustomEvent("qoelab:live-session", { detail: s.data, bubbles: true }));
-          });
+          // The provider may answer before the lab worker has the desktop up: poll until the
+          // session has its WebSocket URL (or an error).
+          const getSession = () =>
+            call("GET", "session/").then((s) => {
+              if (s.status === 200 && !s.data.websocket_url && !s.data.error) {
+                queue.textContent = "Your remote desktop is starting on the lab computer…";
+                setTimeout(getSession, 1500);
+                return;
+              }
+              if (s.status !== 200) {
+                queue.textContent = s.data.detail || "The live session is not available.";
+                return;
+              }
+              queue.textContent = "Your session is ready.";
+              // The remote-desktop client (noVNC, spice-html5, X2Go view) listens for this event.
+              liveBox.dispatchEvent(new CustomEvent("qoelab:live-session", { detail: s.data, bubbles: true }));
+            });
+          getSession();
         } else if (slot.state === "none") {
           poll("POST");
         }

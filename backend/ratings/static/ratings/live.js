@@ -1,0 +1,167 @@
+/* Live mode of the evaluator page: the reference (the workload pages at 800×600, no remote desktop)
+ * in a same-origin frame, then the remote desktop itself through noVNC (VNC) or spice-html5 (SPICE),
+ * connected to the WebSocket proxy the lab worker runs on the client side of the emulated link.
+ *
+ * Screens: a reference screen is each page the frame loads after the first; a remote-desktop screen is
+ * each page the remote kiosk browser loads after the first, as the worker reports it (session.pages_seen),
+ * so clicking beside the link does not count. Both go through window.qoelabRate.reportScreen, and the
+ * server enables the form after the required screens of both stages (docs/ratings.md).
+ */
+const app = document.getElementById("rate-app");
+const box = document.getElementById("live-session");
+
+function call(method, path) {
+  return fetch(app.dataset.api + path, {
+    method,
+    headers: { Authorization: "Evaluator " + app.dataset.token },
+    credentials: "omit",
+  }).then((r) => r.json().catch(() => ({})).then((data) => ({ status: r.status, data })));
+}
+
+if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "true") {
+  const required = Number(app.dataset.required);
+  const rate = () => window.qoelabRate;
+  let refSeen = Number(app.dataset.referenceSeen);
+  let degSeen = Number(app.dataset.degradedSeen);
+  const status = box.querySelector("[data-role='client-status']");
+  const refStatus = box.querySelector("[data-role='reference-status']");
+  const frame = box.querySelector("iframe[data-role='reference']");
+  const clientBox = box.querySelector("[data-role='client']");
+  let session = null;
+  let connected = false;
+
+  // ---- reference: pages loaded by the frame after the first one ----
+  let loads = 0;
+  const refDone = () => refSeen >= required;
+  function updateRef() {
+    refStatus.textContent = refDone()
+      ? "Reference done ✓ Now use the remote desktop below."
+      : "Click the pink NEXT button on each page. Screens done: " + refSeen + " of " + required + ".";
+  }
+  if (frame) {
+    frame.addEventListener("load", () => {
+      loads += 1;
+      const index = loads - 2; // the first load is the starting page, not a screen gone through
+      if (index >= 0 && index < required && !refDone()) {
+        rate()
+          .reportScreen("reference", index)
+          .then((res) => {
+            if (res.status === 200) {
+              refSeen = res.data.reference_seen;
+              updateRef();
+              maybeConnect();
+            }
+          });
+      }
+    });
+    frame.src = frame.dataset.src;
+  }
+  updateRef();
+
+  // ---- the remote desktop ----
+  function setStatus(text) {
+    status.textContent = text;
+  }
+
+  async function connectNoVNC(info) {
+    const { default: RFB } = await import(box.dataset.novnc);
+    const rfb = new RFB(clientBox, info.websocket_url, {
+      credentials: { password: info.password || "" },
+      wsProtocols: ["binary"],
+    });
+    rfb.scaleViewport = false; // 1:1, like the reference: scaling would change image clarity
+    rfb.resizeSession = false;
+    rfb.focusOnClick = true;
+    rfb.addEventListener("connect", () => {
+      connected = true;
+      box.dataset.connected = "true";
+      setStatus("Connected to the remote desktop (VNC, noVNC). Click the pink NEXT button on each page.");
+    });
+    rfb.addEventListener("disconnect", (e) => {
+      box.dataset.connected = "false";
+      setStatus(
+        e.detail.clean
+          ? "The remote desktop session has ended."
+          : "The connection to the remote desktop was lost. Please reload the page.",
+      );
+    });
+    return rfb;
+  }
+
+  async function connectSpice(info) {
+    let Spice;
+    try {
+      Spice = await import(box.dataset.spice);
+    } catch (err) {
+      setStatus("The SPICE client (spice-html5) is not installed on this server; please tell the researcher.");
+      return null;
+    }
+    const screen = document.createElement("div");
+    screen.id = "spice-screen";
+    clientBox.appendChild(screen);
+    const messages = document.createElement("div");
+    messages.id = "spice-messages";
+    messages.hidden = true;
+    clientBox.appendChild(messages);
+    const conn = new Spice.SpiceMainConn({
+      uri: info.websocket_url,
+      screen_id: "spice-screen",
+      message_id: "spice-messages",
+      password: info.password || "",
+      onerror: (e) => setStatus("The connection to the remote desktop failed: " + (e.message || e) + "."),
+      onsuccess: () => {
+        connected = true;
+        box.dataset.connected = "true";
+        setStatus("Connected to the remote desktop (SPICE, spice-html5). Click the pink NEXT button on each page.");
+      },
+    });
+    return conn;
+  }
+
+  let connecting = false;
+  function maybeConnect() {
+    if (connecting || !session || !refDone()) {
+      if (session && !refDone()) setStatus("Your remote desktop is ready. Finish the reference first.");
+      return;
+    }
+    connecting = true;
+    box.dataset.client = session.client;
+    if (session.note) box.querySelector("[data-role='note']").textContent = session.note;
+    setStatus("Connecting to the remote desktop…");
+    const start = session.client === "novnc" ? connectNoVNC : session.client === "spice-html5" ? connectSpice : null;
+    if (!start) {
+      setStatus(session.detail || "This protocol cannot be shown in the browser.");
+      return;
+    }
+    start(session).catch((err) => setStatus("The remote desktop client could not start: " + err.message));
+    setInterval(pollScreens, 1500);
+  }
+
+  function pollScreens() {
+    if (!connected) return;
+    call("GET", "session/").then((res) => {
+      if (res.status !== 200) return;
+      const seen = Math.min(Number(res.data.pages_seen || 0), required);
+      for (let i = degSeen; i < seen; i += 1) {
+        rate()
+          .reportScreen("degraded", i)
+          .then((r) => {
+            if (r.status === 200) {
+              degSeen = Math.max(degSeen, r.data.degraded_seen);
+              box.querySelector("[data-role='degraded-count']").textContent = String(degSeen);
+            }
+          });
+      }
+      degSeen = Math.max(degSeen, seen);
+    });
+  }
+
+  box.addEventListener("qoelab:live-session", (e) => {
+    session = e.detail;
+    if (session.error) {
+      setStatus(session.error);
+      return;
+    }
+    maybeConnect();
+  });
+}

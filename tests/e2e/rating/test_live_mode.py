@@ -1,0 +1,114 @@
+"""Live mode in Debian's Chromium: the evaluator's page connects through noVNC to a real VNC server across
+the emulated link and clicks through the screens before the form enables.
+
+The whole stack is real: live_server, the scheduler thread, a ``qoelab worker`` subprocess (lab_stack),
+the provider ``ratings.live_provider`` creating a ``live_session`` trial for the slot, the worker
+building the link, the namespace desktop, x11vnc, socat in the client namespace and websockify.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SCREENS = 2
+
+
+@pytest.fixture
+def live_campaign(lab_stack: Any, alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
+    from ratings import demo, services
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
+    points = [
+        {"protocol": "vnc", "rate": "10mbit", "delay": "20ms"},
+        {"protocol": "vnc", "rate": "2mbit", "delay": "50ms"},
+    ]
+    sweep = demo.demo_sweep(alice, points, name="live demo")
+    campaign = services.create_campaign(
+        alice, name="e2e live", mode="live", sweep=sweep, screens_per_condition=SCREENS, seed=3
+    )
+    campaign = services.open_campaign(campaign)
+    ((_, token),) = services.invite(campaign, labels=["L1"])
+    return campaign, token
+
+
+def test_the_evaluator_operates_vnc_through_novnc_across_the_emulated_link_before_the_form_opens(
+    lab_stack: Any, chromium_page: Any, live_campaign: tuple[Any, str], save_screenshot: Any, tmp_path: Path
+) -> None:
+    from experiments.models import Trial
+    from ratings import live
+    from ratings.models import Evaluator
+
+    campaign, token = live_campaign
+    try:
+        _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path)
+    finally:
+        # Leaving releases the slot; the worker sees it at its next report and tears everything down.
+        chromium_page.close()
+        for ev in Evaluator.objects.filter(campaign=campaign):
+            live.release_for(ev, "test done")
+    trial = Trial.objects.get(sweep__job_type="live_session", sweep__experiment__owner=campaign.owner)
+    lab_stack.wait_for(
+        "the live_session trial to end", lambda: Trial.objects.get(pk=trial.pk).status == "succeeded", 60
+    )
+    from results.models import SummaryValue
+
+    summary = {v.name: v.value for v in SummaryValue.objects.filter(trial_id=trial.pk)}
+    assert summary["screens"] >= SCREENS, summary
+
+
+def _go_through(
+    lab_stack: Any, page: Any, campaign: Any, token: str, save_screenshot: Any, tmp_path: Path
+) -> None:
+    from experiments.models import Trial
+    from qoelab.rd.workload import generate
+    from ratings.models import Evaluator, ScreenEvent, Slot
+
+    manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)  # what the worker shows
+    page.goto(f"{lab_stack.url}/rate/{token}/")
+    page.get_by_label("I have read this and agree to take part").check()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+    fields_disabled = "() => document.getElementById('rating-fields').disabled"
+    assert page.evaluate(fields_disabled) is True
+
+    # Reference: the same pages, served by the backend, in a frame at 800x600.
+    frame = page.frame_locator("iframe[data-role='reference']")
+    for n in range(SCREENS):
+        frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
+        page.locator("[data-role='reference-status']").filter(
+            has_text="Reference done" if n == SCREENS - 1 else f"Screens done: {n + 1}"
+        ).wait_for(timeout=15_000)
+    assert page.evaluate(fields_disabled) is True, "the form must wait for the remote desktop too"
+
+    # The remote desktop: noVNC connects to websockify on the worker once the session is reported.
+    page.locator("#live-session[data-connected='true']").wait_for(timeout=120_000)
+    slot = Slot.objects.get(evaluator__campaign=campaign, state="active")
+    trial = Trial.objects.get(pk=slot.session["trial"])
+    assert trial.sweep.job_type == "live_session" and trial.status == "running"
+    assert slot.session["client"] == "novnc" and slot.session["websocket_url"].startswith("ws://")
+    canvas = page.locator("#live-session [data-role='client'] canvas")
+    canvas.wait_for()
+    canvas.scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)  # first framebuffer update across the link
+    save_screenshot(page, "rating/live_novnc")
+    for n in range(SCREENS):
+        box = canvas.bounding_box()  # viewport coordinates, after scrolling
+        assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
+        cx, cy = manifest.page(n + 1).link.center
+        page.mouse.click(box["x"] + cx, box["y"] + cy)
+        page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=30_000)
+        if n < SCREENS - 1:
+            assert page.evaluate(fields_disabled) is True
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)
+
+    ev = Evaluator.objects.get(campaign=campaign, label="L1")
+    assert ScreenEvent.objects.filter(evaluator=ev, stage="degraded").count() == SCREENS
+    # The worker counted the pages the remote browser loaded (clicks beside the link do not count).
+    slot.refresh_from_db()
+    assert slot.session["pages_seen"] >= SCREENS
