@@ -48,6 +48,7 @@ start() {
   export QOELAB_DEBUG=false
   export QOELAB_ALLOWED_HOSTS=${QOELAB_ALLOWED_HOSTS:-*}
   export QOELAB_MEDIA_ROOT=${QOELAB_MEDIA_ROOT:-$STATE/media}
+  export QOELAB_LIVE_SESSION_PROVIDER=${QOELAB_LIVE_SESSION_PROVIDER:-ratings.live_provider}
   local manage=(.venv/bin/python backend/manage.py)
   local password host host_token api_token
   password=$(kept researcher_password)

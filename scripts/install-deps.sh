@@ -15,7 +15,7 @@ DEB_PACKAGES=(
   iproute2 iperf3 iputils-ping tshark util-linux
   tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice
   x2goserver x2goserver-xsession pyhoca-cli openssh-server
-  xdotool x11-apps x11-utils ffmpeg
+  xdotool x11-apps x11-utils ffmpeg socat spice-html5
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core
 )

@@ -20,9 +20,5 @@ echo "==> front-end unit tests (node)"
 
 echo "==> pytest"
 mkdir -p test-results
-# Browser tests last: Playwright's sync API keeps an asyncio loop running in this process, which
-# the netlink library (pyroute2) used by the namespace tests must not find.
-if [ $# -eq 0 ]; then
-  set -- tests/test_compose.py tests/backend tests/workers tests/integration tests/e2e
-fi
+[ $# -gt 0 ] || set -- tests
 exec .venv/bin/pytest -p no:cacheprovider --junitxml=test-results/junit.xml "$@"

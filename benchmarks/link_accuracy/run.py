@@ -226,7 +226,13 @@ def fmt_rate(mbit: float) -> str:
 
 
 def render(
-    rows: list[Row], base: tuple[float, float], unl: dict[str, float], command: str, took: float, date: str
+    rows: list[Row],
+    base: tuple[float, float],
+    unl: dict[str, float],
+    command: str,
+    took: float,
+    date: str,
+    note: str = "",
 ) -> str:
     out = [
         START,
@@ -235,7 +241,7 @@ def render(
         "_This block is written by `benchmarks/link_accuracy/run.py`; do not edit it by hand._",
         "",
         f"Reproduce (as root, after `make -C workers/csrc`): `{command}`  ",
-        f"Run {date}, took {took / 60:.1f} min, on {host_facts()}.",
+        f"Run {date}, took {took / 60:.1f} min, on {host_facts()}." + (f" {note}" if note else ""),
         "",
         "### How linkemu works (and why)",
         "",
@@ -373,7 +379,8 @@ def main() -> int:
         saved = json.loads(args.render.read_text())
         rows = [Row(**r) for r in saved["rows"]]
         base = (saved["baseline"][0], saved["baseline"][1])
-        write_doc(render(rows, base, saved["unlimited"], saved["command"], saved["took"], saved["date"]))
+        args_ = (rows, base, saved["unlimited"], saved["command"], saved["took"], saved["date"])
+        write_doc(render(*args_, note=saved.get("note", "")))
         print(f"wrote {DOC.relative_to(REPO)}")
         return 0
     # SIGTERM (timeout, kill) unwinds like Ctrl-C, so every namespace and emulator is removed.

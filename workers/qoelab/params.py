@@ -60,16 +60,24 @@ class ParamsInvalid(ParameterError):
         self.args = ("; ".join(f"{e['field']}: {e['message']}" for e in errors),)
 
 
+def field_errors(exc: ValidationError, root: str, unknown_field: str) -> list[dict[str, str]]:
+    """``{"field", "message"}`` per pydantic error, in words a user reads (``unknown_field`` is
+    the message for a key the model does not have)."""
+    errors = []
+    for e in exc.errors():
+        field = ".".join(str(p) for p in e["loc"]) or root
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = unknown_field
+        elif e["type"] == "missing":
+            msg = "is required"
+        errors.append({"field": field, "message": msg})
+    return errors
+
+
 def validate_params(model: type[BaseModel], raw: dict[str, Any]) -> BaseModel:
     """Validate ``raw`` against ``model``; raise ParamsInvalid naming each bad field."""
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        errors = []
-        for e in exc.errors():
-            field = ".".join(str(p) for p in e["loc"]) or "params"
-            msg = e["msg"].removeprefix("Value error, ")
-            if e["type"] == "extra_forbidden":
-                msg = "is not a parameter of this job type"
-            errors.append({"field": field, "message": msg})
-        raise ParamsInvalid(errors) from None
+        raise ParamsInvalid(field_errors(exc, "params", "is not a parameter of this job type")) from None

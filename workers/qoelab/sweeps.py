@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from qoelab.client import ApiClient
 from qoelab.errors import QoelabError
+from qoelab.params import field_errors
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
@@ -95,16 +96,9 @@ def load_spec(path: Path) -> SweepSpec:
     try:
         return SweepSpec.model_validate(raw)
     except ValidationError as exc:
-        msgs = []
-        for e in exc.errors():
-            field = ".".join(str(p) for p in e["loc"]) or "spec"
-            msg = e["msg"].removeprefix("Value error, ")
-            if e["type"] == "extra_forbidden":
-                known = ", ".join(SweepSpec.model_fields)
-                msg = f"is not a sweep field (fields: {known})"
-            elif e["type"] == "missing":
-                msg = "is required"
-            msgs.append(f"{field}: {msg}")
+        known = ", ".join(SweepSpec.model_fields)
+        errors = field_errors(exc, "spec", f"is not a sweep field (fields: {known})")
+        msgs = [f"{e['field']}: {e['message']}" for e in errors]
         raise SpecError(f"{path}: " + "; ".join(msgs)) from None
 
 

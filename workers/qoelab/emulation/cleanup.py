@@ -8,7 +8,6 @@ A worker runs ``cleanup_leftovers("ql")`` at start-up; only one worker per host 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
@@ -17,7 +16,7 @@ import psutil
 from pyroute2 import netns
 from pyroute2.netlink.exceptions import NetlinkError
 
-from qoelab.emulation.system import ENV_MARK, NETNS_DIR, iproute_in, require_net_admin
+from qoelab.emulation.system import ENV_MARK, NETNS_DIR, iproute_in, kill_processes, require_net_admin
 
 log = logging.getLogger("qoelab.emulation.cleanup")
 
@@ -105,16 +104,7 @@ def cleanup_leftovers(prefix: str = "ql") -> list[str]:
             f"prefix must be 2-13 lowercase letters/digits starting with a letter, got {prefix!r}"
         )
     require_net_admin()
-    removed: list[str] = []
-    procs = find_processes(prefix)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            desc = f"process {proc.pid} {proc.name()}"
-            proc.kill()
-            removed.append(desc)
-    _gone, alive = psutil.wait_procs(procs, timeout=3)
-    for proc in alive:
-        log.warning("process %s survived SIGKILL (uninterruptible?)", proc.pid)
+    removed: list[str] = kill_processes(find_processes(prefix), log)
     # Deleting a namespace deletes its devices and their qdiscs; TUN devices go with their process.
     for name in _namespaces(prefix):
         try:

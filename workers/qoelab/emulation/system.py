@@ -59,6 +59,22 @@ def require_net_admin() -> None:
         raise PrivilegeError(NET_ADMIN_SENTENCE)
 
 
+def kill_processes(procs: list[Any], log: Any) -> list[str]:
+    """SIGKILL ``procs`` (psutil.Process), wait for them; return what was killed, for the report."""
+    import psutil
+
+    killed: list[str] = []
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            desc = f"process {proc.pid} {proc.name()}"
+            proc.kill()
+            killed.append(desc)
+    _gone, alive = psutil.wait_procs(procs, timeout=3)
+    for proc in alive:
+        log.warning("process %s survived SIGKILL (uninterruptible?)", proc.pid)
+    return killed
+
+
 def find_tool(name: str, package: str | None = None) -> str:
     path = shutil.which(name) or next(
         (str(p) for d in ("/usr/sbin", "/sbin", "/usr/bin") if (p := Path(d) / name).exists()), None

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from qoelab.emulation.system import kill_processes
 from qoelab.rd.display import DISPLAY_RANGE, display_free
 from qoelab.rd.procs import ENV_RD
 
@@ -82,16 +83,7 @@ def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[
     """Kill the trial's processes, drop stale X locks and session files; return what went."""
     if not _PREFIX_OK.fullmatch(prefix):
         raise ValueError(f"prefix must be 2-21 lowercase letters, digits or '-', got {prefix!r}")
-    removed: list[str] = []
-    procs = find_processes(prefix, namespaces)
-    for proc in procs:
-        with contextlib.suppress(psutil.Error):
-            desc = f"process {proc.pid} {proc.name()}"
-            proc.kill()
-            removed.append(desc)
-    _gone, alive = psutil.wait_procs(procs, timeout=3)
-    for proc in alive:
-        log.warning("process %s survived SIGKILL", proc.pid)
+    removed: list[str] = kill_processes(find_processes(prefix, namespaces), log)
     lo, hi = DISPLAY_RANGE
     for lock in glob.glob("/tmp/.X*-lock"):
         m = re.fullmatch(r"/tmp/\.X(\d+)-lock", lock)
