@@ -322,6 +322,7 @@ def emulated_link(
                     f"namespace {name} already exists; run 'qoelab link cleanup --prefix {prefix}'"
                 )
             create_netns(name)
+            size_tcp_buffers(name, profile)
         if chosen == "netem":
             _build_netem(link)
         elif chosen == PLUMBING_BACKEND:
@@ -337,6 +338,36 @@ def emulated_link(
         with _signals_deferred():
             removed = teardown(link)
         log.debug("%s: removed %s", prefix, removed)
+
+
+# Linux's default TCP buffer ceilings (tcp_wmem 4 MiB here) cap one flow at about wmem/RTT, e.g.
+# ~330 Mbit/s at 100 ms: that would measure the host's defaults, not the emulated path. Each
+# namespace therefore gets ceilings of twice the path's bandwidth-delay product plus its queue (a
+# tuned host, as on a long fat network testbed); never below the defaults, at most 256 MiB.
+TCP_BUFFER_DEFAULTS = {
+    "net.ipv4.tcp_rmem": (4096, 131072, 6291456),
+    "net.ipv4.tcp_wmem": (4096, 16384, 4194304),
+}
+TCP_BUFFER_CAP = 256 * 2**20
+UNSHAPED_RATE_BPS = 10e9  # what an unshaped link is sized for
+
+
+def tcp_buffer_ceiling(profile: LinkProfile) -> int:
+    rtt = profile.up.delay_s + profile.down.delay_s + profile.up.jitter_s + profile.down.jitter_s
+    rate = max(d.rate_bps or UNSHAPED_RATE_BPS for d in (profile.up, profile.down))
+    queue = max(d.limit_bytes or (d.limit_pkts or 1000) * profile.mtu for d in (profile.up, profile.down))
+    return int(min(TCP_BUFFER_CAP, 2 * rate / 8 * rtt + queue))
+
+
+def size_tcp_buffers(ns: str, profile: LinkProfile) -> None:
+    ceiling = tcp_buffer_ceiling(profile)
+    for key, (lo, default, top) in TCP_BUFFER_DEFAULTS.items():
+        value = f"{lo} {default} {max(top, ceiling)}"
+        out = subprocess.run(
+            ns_exec_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"]), capture_output=True, text=True
+        )
+        if out.returncode != 0:  # the link still works; TCP may be window-limited on long paths
+            log.warning("%s: cannot set %s: %s", ns, key, out.stderr.strip())
 
 
 @contextlib.contextmanager
