@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-.PHONY: help deps services demo stop test lint format emulator frontend schema clean
+.PHONY: help deps services demo stop test lint format emulator frontend schema clean vm-image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ frontend: ## build the front-end static files into frontend/dist
 
 schema: ## regenerate docs/openapi.yaml from the API
 	@set -a; . .state/env; set +a; .venv/bin/python backend/manage.py spectacular --file docs/openapi.yaml
+
+vm-image: ## build the Debian guest for VM server mode into vm-images/out (cached by input hash; root)
+	@vm-images/build.sh
 
 clean: ## remove build outputs (keeps .venv and .state)
 	rm -rf workers/build frontend/dist backend/staticfiles

@@ -256,7 +256,7 @@ def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
             for e in exc.errors:
                 field = _map_field(e["field"], swept, i, s)
                 msg = e["message"]
-                if msg == "Field required":
+                if msg == "is required":
                     msg = f"is required by job type {s.job.name!r}: set it in fixed or grid"
                 add(field, msg)
     if errors:

@@ -7,6 +7,11 @@ worker that can run it. The worker reports the WebSocket URL and the screens the
 through with ``POST /api/hosts/trials/<id>/live/`` (``live.worker_report``), which also tells it when
 the slot was released. ``stop_session(slot)`` cancels the trial if no worker took it yet; a running
 one stops at its next report (within a few seconds), because the slot is then released.
+
+X2Go has no browser client: its trial runs the native X2Go client on the worker and shows that
+client's display through an unimpaired local view (x11vnc + noVNC, client kind ``x2go-view``). The
+session says so from the start (``local_view``, ``note``), so the page shows it, and the trial's
+summary and provenance record it for the results.
 """
 
 from __future__ import annotations
@@ -22,10 +27,12 @@ log = logging.getLogger("qoelab.ratings.live")
 # Condition parameters that are part of the link (qoelab.emulation.profile.LinkParams) or the
 # protocol; others (durations of the benchmark...) are how a trial measured, not the condition.
 PASSED = ("protocol", "rate", "delay", "jitter", "loss", "up_rate", "up_delay", "up_jitter", "up_loss",
-          "gemodel", "limit", "mtu", "backend", "spice_image_compression", "vnc_server")  # fmt: skip
-X2GO_NOTE = (
-    "X2Go is not available in live mode yet: classic X2Go has no browser client, and the unimpaired "
-    "local view of a native x2goclient is not built. This condition can only be rated in recorded mode."
+          "gemodel", "limit", "mtu", "backend", "spice_image_compression", "vnc_server",
+          "x2go_link", "x2go_pack")  # fmt: skip
+# The same sentence the worker reports (qoelab.rd.live.LOCAL_VIEW_NOTE); the page shows it.
+LOCAL_VIEW_NOTE = (
+    "You are seeing the X2Go client's screen through a local view; the network conditions apply "
+    "between that client and the server."
 )
 
 
@@ -48,8 +55,6 @@ def session_params(slot: Any) -> dict[str, Any]:
 
 def start_session(slot: Any) -> dict[str, Any]:
     protocol = (slot.condition.params or {}).get("protocol")
-    if protocol == "x2go":
-        return {"error": X2GO_NOTE, "client": "x2go-view"}
     campaign = slot.condition.campaign
     spec = {
         "experiment": {
@@ -70,7 +75,10 @@ def start_session(slot: Any) -> dict[str, Any]:
         return {"error": f"the remote session could not be requested: {problems}"}
     trial = sweep.trials.get()
     log.info("slot %s: live_session trial %s (%s) requested", slot.pk, trial.pk, protocol)
-    return {"trial": trial.pk, "sweep": sweep.pk, "protocol": protocol, "ready": False}
+    session: dict[str, Any] = {"trial": trial.pk, "sweep": sweep.pk, "protocol": protocol, "ready": False}
+    if protocol == "x2go":
+        session.update(local_view=True, client="x2go-view", note=LOCAL_VIEW_NOTE)
+    return session
 
 
 def stop_session(slot: Any) -> None:

@@ -33,9 +33,10 @@ Channel = Callable[[dict[str, Any]], dict[str, Any]]
 class LiveSessionParams(LinkParams):
     """The condition's link, its protocol, and how long the session may be held at most."""
 
-    protocol: Literal["vnc", "spice"] = Field(
-        description="remote-desktop protocol shown in the browser (noVNC or spice-html5); X2Go has no "
-        "browser client and is not available in live mode yet"
+    protocol: Literal["vnc", "spice", "x2go"] = Field(
+        description="remote-desktop protocol shown in the browser: VNC through noVNC, SPICE through "
+        "spice-html5; X2Go (no browser client) through the native X2Go client on the worker, shown "
+        "over an unimpaired local view (x11vnc + noVNC)"
     )
     hold: p.Duration(10.0, 3000.0) = Field(  # type: ignore[valid-type]
         default=900.0, description="maximum time the session stays up, even if never released"
@@ -46,6 +47,12 @@ class LiveSessionParams(LinkParams):
         default=1.0, description="seconds per TCP test of the link check before the session (0: skip)"
     )
     vnc_server: Literal["x11vnc", "tigervnc"] = Field(default="x11vnc", description="VNC server program")
+    x2go_link: Literal["modem", "isdn", "adsl", "wan", "lan"] = Field(
+        default="adsl", description="X2Go link quality (the thesis: adsl)"
+    )
+    x2go_pack: str = Field(
+        default="16m-jpeg-9", pattern=r"^[0-9a-z-]{1,40}$", description="X2Go compression method"
+    )
     spice_image_compression: Literal["auto_glz", "auto_lz", "quic", "glz", "lz", "off"] = Field(
         default="auto_glz", description="SPICE server image compression"
     )
@@ -53,6 +60,8 @@ class LiveSessionParams(LinkParams):
     def settings(self) -> dict[str, Any]:
         if self.protocol == "vnc":
             return {"server": self.vnc_server}
+        if self.protocol == "x2go":
+            return {"link": self.x2go_link, "pack": self.x2go_pack}
         return {"image_compression": self.spice_image_compression}
 
 
@@ -114,12 +123,25 @@ def serve(params: LiveSessionParams, ctx: TrialContext, channel: Channel) -> Tri
                 ctx.add_artifact(log_file, "log")
     ctx.log.info("live session ended: %s after %.0f s, %d screens", ended["reason"], ended["held_s"],
                  ended["pages_seen"])  # fmt: skip
-    result.summary = {"setup_s": setup_s, "held_s": ended["held_s"], "screens": float(ended["pages_seen"])}
+    result.summary = {
+        "setup_s": setup_s,
+        "held_s": ended["held_s"],
+        "screens": float(ended["pages_seen"]),
+        # 1.0: the evaluator saw the native X2Go client through an unimpaired local view.
+        "local_view": 1.0 if info.get("local_view") else 0.0,
+    }
     result.provenance = {
         "protocol": params.protocol,
         "settings": settings,
         "client": info["client"],
-        "proxy": "websockify (root namespace) -> unix socket -> socat (client namespace) -> emulated link",
+        "local_view": bool(info.get("local_view")),
+        "view_note": info["note"],
+        "proxy": (
+            "websockify (root namespace) -> x11vnc on the X2Go client's display (loopback, not impaired); "
+            "X2Go client (client namespace) -> emulated link -> x2goserver"
+            if info.get("local_view")
+            else "websockify (root namespace) -> unix socket -> socat (client namespace) -> emulated link"
+        ),
         "end_reason": ended["reason"],
         "emulation_backend": link.backend,
     }
@@ -136,7 +158,9 @@ JOB = register(
         title="Live remote-desktop session (ratings)",
         description=(
             "An evaluator operates VNC (noVNC) or SPICE (spice-html5) in the browser; the WebSocket "
-            "proxy sits on the client side of the emulated link. Created by the ratings app per live slot."
+            "proxy sits on the client side of the emulated link. X2Go: the native client on the worker, "
+            "shown through an unimpaired local view (x11vnc + noVNC). Created by the ratings app per "
+            "live slot."
         ),
         params=LiveSessionParams,
         requires=frozenset({"netns", "link", "rd.desktop"}),
@@ -145,6 +169,7 @@ JOB = register(
             Metric("setup_s", "setup time", "s"),
             Metric("held_s", "session time", "s"),
             Metric("screens", "screens gone through"),
+            Metric("local_view", "shown through a local view (X2Go)"),
         ),
         timeout_s=TIMEOUT_S,
         max_attempts=1,

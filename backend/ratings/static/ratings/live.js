@@ -6,6 +6,10 @@
  * each page the remote kiosk browser loads after the first, as the worker reports it (session.pages_seen),
  * so clicking beside the link does not count. Both go through window.qoelabRate.reportScreen, and the
  * server enables the form after the required screens of both stages (docs/ratings.md).
+ *
+ * X2Go (client kind "x2go-view") has no browser client: the worker runs the native X2Go client and
+ * noVNC shows that client's screen through a local view that does not cross the emulated link. The
+ * page says so (session.local_view, session.note) before and while the evaluator uses it.
  */
 const app = document.getElementById("rate-app");
 const box = document.getElementById("live-session");
@@ -63,6 +67,14 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
     status.textContent = text;
   }
 
+  function showLocalView(info) {
+    const notice = box.querySelector("[data-role='local-view']");
+    if (!notice || !info.local_view) return;
+    notice.textContent = info.note || "You are seeing the remote desktop client's screen through a local view.";
+    notice.hidden = false;
+    box.dataset.localView = "true";
+  }
+
   async function connectNoVNC(info) {
     const { default: RFB } = await import(box.dataset.novnc);
     const rfb = new RFB(clientBox, info.websocket_url, {
@@ -75,7 +87,11 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
     rfb.addEventListener("connect", () => {
       connected = true;
       box.dataset.connected = "true";
-      setStatus("Connected to the remote desktop (VNC, noVNC). Click the pink NEXT button on each page.");
+      setStatus(
+        info.local_view
+          ? "Connected to the remote desktop (X2Go, through a local view). Click the pink NEXT button on each page."
+          : "Connected to the remote desktop (VNC, noVNC). Click the pink NEXT button on each page.",
+      );
     });
     rfb.addEventListener("disconnect", (e) => {
       box.dataset.connected = "false";
@@ -128,7 +144,9 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
     box.dataset.client = session.client;
     if (session.note) box.querySelector("[data-role='note']").textContent = session.note;
     setStatus("Connecting to the remote desktop…");
-    const start = session.client === "novnc" ? connectNoVNC : session.client === "spice-html5" ? connectSpice : null;
+    // x2go-view: noVNC on the X2Go client's display (a local view).
+    const clients = { novnc: connectNoVNC, "x2go-view": connectNoVNC, "spice-html5": connectSpice };
+    const start = clients[session.client] || null;
     if (!start) {
       setStatus(session.detail || "This protocol cannot be shown in the browser.");
       return;
@@ -162,6 +180,7 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
       setStatus(session.error);
       return;
     }
+    showLocalView(session);
     maybeConnect();
   });
 }

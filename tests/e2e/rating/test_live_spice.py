@@ -1,0 +1,106 @@
+"""Live mode with SPICE in Debian's Chromium: spice-html5 in the page connects through websockify and the
+client-side relay to the Xorg+spiceqxl server across the emulated link, shows the remote display, and
+the evaluator clicks through the screens on it.
+
+The whole stack is real (lab_stack: live_server, scheduler, a ``qoelab worker`` subprocess).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SCREENS = 2
+SPICE_CLIENT = Path(__file__).resolve().parents[3] / "frontend/dist/vendor/spice-html5/main.js"
+
+
+@pytest.fixture
+def spice_campaign(lab_stack: Any, alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
+    if not Path("/usr/lib/xorg/modules/drivers/spiceqxl_drv.so").exists():
+        pytest.skip("the spiceqxl Xorg driver is not installed (Debian package xserver-xspice)")
+    if not SPICE_CLIENT.exists():
+        pytest.skip("spice-html5 is not built into the static files (npm run build with package spice-html5)")
+    from ratings import demo, services
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
+    points = [
+        {"protocol": "spice", "rate": "10mbit", "delay": "20ms"},
+        {"protocol": "spice", "rate": "2mbit", "delay": "50ms"},
+    ]
+    sweep = demo.demo_sweep(alice, points, name="live spice demo")
+    campaign = services.create_campaign(
+        alice, name="e2e live spice", mode="live", sweep=sweep, screens_per_condition=SCREENS, seed=3
+    )
+    campaign = services.open_campaign(campaign)
+    ((_, token),) = services.invite(campaign, labels=["S1"])
+    return campaign, token
+
+
+def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_through(
+    lab_stack: Any, chromium_page: Any, spice_campaign: tuple[Any, str], save_screenshot: Any, tmp_path: Path
+) -> None:
+    from experiments.models import Trial
+    from ratings import live
+    from ratings.models import Evaluator
+
+    campaign, token = spice_campaign
+    errors: list[str] = []
+    chromium_page.on("pageerror", lambda e: errors.append(f"{e} {e.stack}"))
+    try:
+        _go_through(chromium_page, lab_stack, campaign, token, save_screenshot, tmp_path)
+    finally:
+        chromium_page.close()
+        for ev in Evaluator.objects.filter(campaign=campaign):
+            live.release_for(ev, "test done")
+    assert not errors, errors
+    trial = Trial.objects.get(sweep__job_type="live_session", sweep__experiment__owner=campaign.owner)
+    lab_stack.wait_for(
+        "the live_session trial to end", lambda: Trial.objects.get(pk=trial.pk).status == "succeeded", 60
+    )
+    trial.refresh_from_db()
+    assert trial.provenance.get("client") == "spice-html5" and trial.provenance.get("local_view") is False
+
+
+def _go_through(
+    page: Any, lab_stack: Any, campaign: Any, token: str, save_screenshot: Any, tmp_path: Path
+) -> None:
+    from qoelab.rd.workload import generate
+    from ratings.models import Slot
+
+    manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)
+    page.goto(f"{lab_stack.url}/rate/{token}/")
+    page.get_by_label("I have read this and agree to take part").check()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+    frame = page.frame_locator("iframe[data-role='reference']")
+    for n in range(SCREENS):
+        frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
+        page.locator("[data-role='reference-status']").filter(
+            has_text="Reference done" if n == SCREENS - 1 else f"Screens done: {n + 1}"
+        ).wait_for(timeout=15_000)
+
+    page.locator("#live-session[data-connected='true']").wait_for(timeout=120_000)
+    slot = Slot.objects.get(evaluator__campaign=campaign, state="active")
+    assert slot.session["client"] == "spice-html5" and slot.session["websocket_url"].startswith("ws://")
+    status = page.locator("#live-session [data-role='client-status']").inner_text()
+    assert "Connected to the remote desktop (SPICE" in status, status
+    assert page.locator("#live-session [data-role='local-view']").is_hidden()
+    # The display channel draws into a canvas inside #spice-screen.
+    canvas = page.locator("#spice-screen canvas").first
+    canvas.wait_for(timeout=30_000)
+    canvas.scroll_into_view_if_needed()
+    page.wait_for_timeout(2000)  # first display updates across the link
+    save_screenshot(page, "rating/live_spice_html5")
+    box = canvas.bounding_box()
+    assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
+    for n in range(SCREENS):
+        box = canvas.bounding_box()
+        cx, cy = manifest.page(n + 1).link.center
+        page.mouse.click(box["x"] + cx, box["y"] + cy)
+        page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=30_000)
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)

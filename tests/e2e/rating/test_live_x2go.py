@@ -1,0 +1,118 @@
+"""Live mode with X2Go in Debian's Chromium: the native X2Go client runs on the worker across the emulated
+link, and the evaluator operates it through noVNC over an unimpaired local view (x11vnc on the client's
+display) — the page says so, and so does the trial's summary and provenance.
+
+The whole stack is real: live_server, the scheduler thread, a ``qoelab worker`` subprocess (lab_stack),
+the provider ``ratings.live_provider`` creating a ``live_session`` trial, the worker building the link,
+sshd + x2goserver in the server namespace, pyhoca-cli/nxproxy in the client namespace, x11vnc and
+websockify in the root namespace.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+SCREENS = 2
+NOTE = (
+    "You are seeing the X2Go client's screen through a local view; the network conditions apply "
+    "between that client and the server."
+)
+
+
+@pytest.fixture
+def x2go_campaign(lab_stack: Any, alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
+    for tool in ("pyhoca-cli", "nxproxy", "x2goruncommand", "sshd", "x11vnc"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed: X2Go live mode needs x2goserver, pyhoca-cli and nxproxy")
+    from ratings import demo, services
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
+    points = [
+        {"protocol": "x2go", "rate": "10mbit", "delay": "20ms"},
+        {"protocol": "x2go", "rate": "2mbit", "delay": "50ms"},
+    ]
+    sweep = demo.demo_sweep(alice, points, name="live x2go demo")
+    campaign = services.create_campaign(
+        alice, name="e2e live x2go", mode="live", sweep=sweep, screens_per_condition=SCREENS, seed=3
+    )
+    campaign = services.open_campaign(campaign)
+    ((_, token),) = services.invite(campaign, labels=["X1"])
+    return campaign, token
+
+
+def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_results_say_so(
+    lab_stack: Any, chromium_page: Any, x2go_campaign: tuple[Any, str], save_screenshot: Any, tmp_path: Path
+) -> None:
+    from experiments.models import Trial
+    from ratings import live
+    from ratings.models import Evaluator
+
+    campaign, token = x2go_campaign
+    try:
+        _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path)
+    finally:
+        chromium_page.close()
+        for ev in Evaluator.objects.filter(campaign=campaign):
+            live.release_for(ev, "test done")
+    trial = Trial.objects.get(sweep__job_type="live_session", sweep__experiment__owner=campaign.owner)
+    lab_stack.wait_for(
+        "the live_session trial to end", lambda: Trial.objects.get(pk=trial.pk).status == "succeeded", 90
+    )
+    from results.models import SummaryValue
+
+    trial.refresh_from_db()
+    summary = {v.name: v.value for v in SummaryValue.objects.filter(trial_id=trial.pk)}
+    assert summary["screens"] >= SCREENS, summary
+    assert summary["local_view"] == 1.0, summary
+    provenance = trial.provenance
+    assert provenance.get("local_view") is True and provenance.get("view_note") == NOTE, provenance
+
+
+def _go_through(
+    lab_stack: Any, page: Any, campaign: Any, token: str, save_screenshot: Any, tmp_path: Path
+) -> None:
+    from qoelab.rd.workload import generate
+    from ratings.models import Evaluator, ScreenEvent, Slot
+
+    manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)  # what the worker shows
+    page.goto(f"{lab_stack.url}/rate/{token}/")
+    page.get_by_label("I have read this and agree to take part").check()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+    fields_disabled = "() => document.getElementById('rating-fields').disabled"
+
+    frame = page.frame_locator("iframe[data-role='reference']")
+    for n in range(SCREENS):
+        frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
+        page.locator("[data-role='reference-status']").filter(
+            has_text="Reference done" if n == SCREENS - 1 else f"Screens done: {n + 1}"
+        ).wait_for(timeout=15_000)
+    assert page.evaluate(fields_disabled) is True, "the form must wait for the remote desktop too"
+
+    # X2Go comes up over SSH across the link; then noVNC connects to the local view.
+    page.locator("#live-session[data-connected='true']").wait_for(timeout=150_000)
+    notice = page.locator("#live-session [data-role='local-view']")
+    assert notice.is_visible() and notice.inner_text().strip() == NOTE
+    slot = Slot.objects.get(evaluator__campaign=campaign, state="active")
+    assert slot.session["client"] == "x2go-view" and slot.session["local_view"] is True
+    canvas = page.locator("#live-session [data-role='client'] canvas")
+    canvas.wait_for()
+    canvas.scroll_into_view_if_needed()
+    page.wait_for_timeout(1500)
+    save_screenshot(page, "rating/live_x2go_local_view")
+    for n in range(SCREENS):
+        box = canvas.bounding_box()
+        assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
+        cx, cy = manifest.page(n + 1).link.center
+        page.mouse.click(box["x"] + cx, box["y"] + cy)
+        page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=45_000)
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)
+    ev = Evaluator.objects.get(campaign=campaign, label="X1")
+    assert ScreenEvent.objects.filter(evaluator=ev, stage="degraded").count() == SCREENS

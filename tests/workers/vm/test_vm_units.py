@@ -1,0 +1,189 @@
+"""VM mode without a guest image: QEMU argv, overlay naming, manifest cache key, accelerator choice."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from qoelab.errors import ParameterError
+from qoelab.vm import guest as vmguest
+from qoelab.vm.image import BUILD_DIR, MissingImageError, input_hash, load_image
+from qoelab.vm.qemu import AcceleratorError, GuestSpec, KvmProbe, choose_accel, kernel_append, qemu_argv
+
+
+def spec(tmp_path: Path, **kw) -> GuestSpec:
+    base = dict(
+        name="qvt-0a1b2c3d", accel="tcg", overlay=tmp_path / "o.qcow2", kernel=tmp_path / "vmlinuz",
+        initrd=tmp_path / "initrd.img", console_log=tmp_path / "c.log", ready_log=tmp_path / "r.log",
+        listen_ip="198.18.0.2",
+    )  # fmt: skip
+    base.update(kw)
+    return GuestSpec(**base)
+
+
+def test_it_puts_vnc_and_spice_on_the_server_address_with_auto_glz(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path))
+    assert argv[argv.index("-vnc") + 1] == "198.18.0.2:0"
+    assert (
+        argv[argv.index("-spice") + 1]
+        == "port=5930,addr=198.18.0.2,disable-ticketing=on,image-compression=auto_glz"
+    )
+    assert argv[argv.index("-accel") + 1] == "tcg"
+    assert argv[argv.index("-cpu") + 1] == "max"
+
+
+def test_it_boots_the_overlay_never_the_base_disk(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path))
+    drive = argv[argv.index("-drive") + 1]
+    assert drive.startswith(f"file={tmp_path / 'o.qcow2'},format=qcow2")
+
+
+def test_it_uses_host_cpu_under_kvm_and_omits_disabled_servers(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path, accel="kvm", vnc_display=None, spice_port=None))
+    assert argv[argv.index("-cpu") + 1] == "host"
+    assert "-vnc" not in argv and "-spice" not in argv
+
+
+def test_it_attaches_a_tap_and_the_pages_share_when_asked(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path, tap="qvtt", pages_dir=tmp_path))
+    assert "tap,id=net0,ifname=qvtt,script=no,downscript=no" in argv
+    assert f"local,path={tmp_path},mount_tag=pages,security_model=none,readonly=on" in argv
+    assert "-nic" not in argv
+
+
+def test_it_passes_the_kiosk_url_on_the_kernel_command_line(tmp_path: Path) -> None:
+    assert (
+        "qoelab.url=file:///srv/pages/page-002.html"
+        in kernel_append(spec(tmp_path, url="file:///srv/pages/page-002.html")).split()
+    )
+
+
+def test_it_rejects_a_url_with_spaces_and_too_little_memory(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="url"):
+        spec(tmp_path, url="file:///a b")
+    with pytest.raises(ParameterError, match="memory_mb: must be 256..16384"):
+        spec(tmp_path, memory_mb=128)
+
+
+def test_qemu_accepts_the_argv_it_is_given(tmp_path: Path) -> None:
+    qemu = shutil.which("qemu-system-x86_64")
+    if qemu is None:
+        pytest.skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
+    # -S: parse and build the machine, never run it; needs an overlay and kernel files to exist.
+    (tmp_path / "vmlinuz").write_bytes(b"")
+    (tmp_path / "initrd.img").write_bytes(b"")
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(tmp_path / "o.qcow2"), "16M"], check=True)
+    argv = qemu_argv(spec(tmp_path, listen_ip="127.0.0.1", vnc_display=None, spice_port=None), qemu)
+    argv = [a for a in argv if a not in ("-kernel", "-initrd", "-append")]  # empty kernel would fail to load
+    drop = {str(tmp_path / "vmlinuz"), str(tmp_path / "initrd.img")}
+    argv = [a for a in argv if a not in drop and not a.startswith("root=")]
+    # -S builds the machine and waits; a bad option makes QEMU exit at once with a message.
+    proc = subprocess.Popen([*argv, "-S", "-monitor", "none"], stderr=subprocess.PIPE, text=True)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            proc.wait(timeout=3)
+    finally:
+        proc.kill()
+        _, err = proc.communicate(timeout=10)
+    assert proc.returncode == -9, err
+
+
+def test_it_falls_back_to_tcg_when_kvm_runs_no_guest() -> None:
+    accel, why = choose_accel("auto", KvmProbe(False, "KVM guest printed nothing"))
+    assert accel == "tcg" and "falling back to TCG" in why
+
+
+def test_it_prefers_kvm_when_the_probe_guest_booted() -> None:
+    assert choose_accel("auto", KvmProbe(True, "booted"))[0] == "kvm"
+
+
+def test_it_refuses_kvm_when_asked_for_it_and_it_does_not_run() -> None:
+    with pytest.raises(AcceleratorError, match="KVM cannot run guests"):
+        choose_accel("kvm", KvmProbe(False, "no /dev/kvm"))
+
+
+def test_it_refuses_to_fall_back_when_tcg_is_disabled() -> None:
+    with pytest.raises(AcceleratorError, match="TCG is disabled"):
+        choose_accel("auto", KvmProbe(False, "no /dev/kvm"), allow_tcg=False)
+
+
+def test_it_rejects_an_unknown_accelerator() -> None:
+    with pytest.raises(ParameterError, match="accel: must be auto, kvm or tcg"):
+        choose_accel("hvf", None)
+
+
+def test_overlays_are_named_by_prefix_and_token_and_found_again(tmp_path: Path) -> None:
+    a = vmguest.overlay_path("qvtest", "0123abcd", tmp_path)
+    assert a.name == "qvtest-0123abcd.qcow2"
+    b = vmguest.overlay_path("qvtest", directory=tmp_path)
+    assert b != a and b.name.startswith("qvtest-")
+    other = vmguest.overlay_path("qvother", "ffffffff", tmp_path)
+    for p in (a, b, other):
+        p.write_bytes(b"")
+    (tmp_path / "qvtest-notes.txt").write_bytes(b"")
+    assert vmguest.overlays_of("qvtest", tmp_path) == sorted([a, b])
+
+
+def test_it_rejects_a_prefix_that_cannot_name_a_tap() -> None:
+    with pytest.raises(ParameterError, match="prefix"):
+        vmguest.overlay_path("Way-Too-Long-Prefix-For-A-Tap")
+
+
+def test_an_overlay_is_copy_on_write_over_the_base(tmp_path: Path) -> None:
+    if shutil.which("qemu-img") is None:
+        pytest.skip("qemu-img not installed (apt-get install qemu-utils)")
+    base = tmp_path / "base.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", str(base), "64M"], check=True)
+    ov = vmguest.create_overlay(base, vmguest.overlay_path("qvtest", "00000001", tmp_path))
+    info = json.loads(
+        subprocess.run(
+            ["qemu-img", "info", "--output=json", str(ov)], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    assert info["backing-filename"] == str(base) and info["backing-filename-format"] == "qcow2"
+
+
+def test_the_cache_key_changes_with_the_package_list(tmp_path: Path) -> None:
+    for n in ("build.sh", "packages.txt"):
+        shutil.copy(BUILD_DIR / n, tmp_path / n)
+    before = input_hash(tmp_path)
+    assert before == input_hash(tmp_path)
+    with open(tmp_path / "packages.txt", "a") as f:
+        f.write("htop\n")
+    assert input_hash(tmp_path) != before
+
+
+def test_the_python_cache_key_matches_the_one_build_sh_records(tmp_path: Path) -> None:
+    shell = subprocess.run(
+        ["bash", "-c", f"cat {BUILD_DIR}/build.sh {BUILD_DIR}/packages.txt | sha256sum"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()[0]  # fmt: skip
+    assert shell == input_hash()
+
+
+def test_a_missing_image_says_run_make_vm_image(tmp_path: Path) -> None:
+    with pytest.raises(MissingImageError, match="run make vm-image"):
+        load_image(tmp_path)
+
+
+def test_an_image_is_stale_when_its_manifest_hash_differs(tmp_path: Path) -> None:
+    for n in ("disk.qcow2", "vmlinuz", "initrd.img"):
+        (tmp_path / n).write_bytes(b"x")
+    (tmp_path / "manifest.json").write_text(json.dumps({"input_hash": "0" * 64}))
+    assert not load_image(tmp_path).is_current()
+    (tmp_path / "manifest.json").write_text(json.dumps({"input_hash": input_hash()}))
+    assert load_image(tmp_path).is_current()
+
+
+def test_a_blank_browser_window_is_not_a_painted_page() -> None:
+    from PIL import Image, ImageDraw
+
+    blank = Image.new("RGB", (800, 600), (246, 245, 244))
+    assert not vmguest.page_painted(blank)
+    page = blank.copy()
+    ImageDraw.Draw(page).rectangle((300, 250, 460, 306), fill=(224, 16, 122))  # the workload's link block
+    assert vmguest.page_painted(page)

@@ -1,0 +1,193 @@
+#!/bin/bash
+# Build the qoelab guest: Debian 12 from Debian packages only (debootstrap), X at 800x600, openbox,
+# chromium in kiosk mode, autologin, sshd + x2goserver, and a readiness line on the second serial port.
+# Output (git-ignored): $OUT/{disk.qcow2,vmlinuz,initrd.img,manifest.json,rd-password}.
+# Cached: skipped when $OUT/manifest.json records the same input hash (this script + packages.txt).
+set -euo pipefail
+
+HERE="$(cd "$(dirname "$0")" && pwd)"
+OUT="${QOELAB_VM_IMAGE_DIR:-$HERE/out}"
+SUITE=bookworm
+DISK_SIZE="${QOELAB_VM_DISK_SIZE:-4G}"  # virtual size; qcow2 only stores what is used
+FORCE=0
+[[ "${1:-}" == "--force" ]] && FORCE=1
+
+die() { echo "vm-image: $*" >&2; exit 1; }
+[[ $EUID -eq 0 ]] || die "must run as root (debootstrap, chroot)"
+for tool in debootstrap qemu-img mkfs.ext4 sha256sum python3; do
+    command -v "$tool" >/dev/null || die "missing $tool: apt-get install -y debootstrap qemu-utils e2fsprogs python3"
+done
+
+INPUT_HASH="$(cat "$HERE/build.sh" "$HERE/packages.txt" | sha256sum | cut -d' ' -f1)"
+if [[ $FORCE -eq 0 && -f "$OUT/manifest.json" && -f "$OUT/disk.qcow2" ]] \
+    && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["input_hash"] != sys.argv[2])' \
+        "$OUT/manifest.json" "$INPUT_HASH"; then
+    echo "vm-image: up to date ($OUT, input hash ${INPUT_HASH:0:12})"
+    exit 0
+fi
+
+# Reuse the mirror apt already uses on this host (deb822 or one-line format).
+MIRROR="${QOELAB_DEBIAN_MIRROR:-}"
+if [[ -z "$MIRROR" ]]; then
+    MIRROR="$(grep -hE '^URIs:.*/debian/?$' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 | awk '{print $2}')"
+    [[ -z "$MIRROR" ]] && MIRROR="$(grep -hE '^deb .*/debian/? ' /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null \
+        | grep -v security | head -1 | awk '{print $2}')"
+    [[ -z "$MIRROR" ]] && MIRROR=http://deb.debian.org/debian
+fi
+
+START=$(date +%s)
+WORK="$(mktemp -d "${TMPDIR:-/var/tmp}/qoelab-vm-image.XXXXXX")"
+ROOT="$WORK/root"
+cleanup() {
+    for m in dev/pts dev proc sys; do mountpoint -q "$ROOT/$m" 2>/dev/null && umount -l "$ROOT/$m"; done
+    rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "vm-image: debootstrap $SUITE from $MIRROR"
+debootstrap --variant=minbase --include=ca-certificates,locales "$SUITE" "$ROOT" "$MIRROR" >"$WORK/debootstrap.log" 2>&1 \
+    || { tail -30 "$WORK/debootstrap.log" >&2; die "debootstrap failed"; }
+
+mount -t proc proc "$ROOT/proc"
+mount -t sysfs sys "$ROOT/sys"
+mount --bind /dev "$ROOT/dev"
+mount --bind /dev/pts "$ROOT/dev/pts"
+# No daemon may start inside the build chroot.
+printf '#!/bin/sh\nexit 101\n' >"$ROOT/usr/sbin/policy-rc.d"; chmod 755 "$ROOT/usr/sbin/policy-rc.d"
+cat >"$ROOT/etc/apt/sources.list" <<SRC
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+SRC
+SECURITY="$(grep -hE '^URIs:.*debian-security' /etc/apt/sources.list.d/*.sources 2>/dev/null | head -1 | awk '{print $2}')"
+[[ -n "$SECURITY" ]] && echo "deb $SECURITY $SUITE-security main" >>"$ROOT/etc/apt/sources.list"
+
+PKGS="$(sed -e 's/#.*//' "$HERE/packages.txt" | xargs)"
+echo "vm-image: apt-get install $PKGS"
+chroot "$ROOT" /bin/bash -c "export DEBIAN_FRONTEND=noninteractive; apt-get update -q && \
+    apt-get install -y -q --no-install-recommends $PKGS && apt-get clean" >"$WORK/apt.log" 2>&1 \
+    || { tail -40 "$WORK/apt.log" >&2; die "apt-get install in the guest failed"; }
+rm -f "$ROOT/usr/sbin/policy-rc.d"
+
+# --- guest configuration -------------------------------------------------------------------------
+echo qoelab-guest >"$ROOT/etc/hostname"
+printf '127.0.0.1 localhost\n127.0.1.1 qoelab-guest\n' >"$ROOT/etc/hosts"
+printf '/dev/vda / ext4 defaults,noatime 0 1\npages /srv/pages 9p trans=virtio,version=9p2000.L,ro,nofail 0 0\n' \
+    >"$ROOT/etc/fstab"
+mkdir -p "$ROOT/srv/pages"
+echo 'C.UTF-8 UTF-8' >"$ROOT/etc/locale.gen"
+
+# Fixed guest address on its own /24 behind the tap in the server namespace (see docs/vm.md).
+cat >"$ROOT/etc/systemd/network/10-qoelab.network" <<'NET'
+[Match]
+Name=en* eth*
+[Network]
+Address=10.213.0.2/24
+Gateway=10.213.0.1
+NET
+chroot "$ROOT" systemctl enable systemd-networkd ssh >/dev/null 2>&1
+
+# The benchmark account: autologin into X, and X2Go logins (password in $OUT/rd-password, root-only).
+PASSWORD="$(head -c 18 /dev/urandom | base64 | tr -d '/+=')"
+chroot "$ROOT" useradd -m -s /bin/bash -G dialout,video,audio rd
+echo "rd:$PASSWORD" | chroot "$ROOT" chpasswd
+chroot "$ROOT" passwd -l root >/dev/null
+
+# Xorg runs via the setuid wrapper from a service (no logind seat needed).
+printf 'allowed_users=anybody\nneeds_root_rights=yes\n' >"$ROOT/etc/X11/Xwrapper.config"
+mkdir -p "$ROOT/etc/X11/xorg.conf.d"
+cat >"$ROOT/etc/X11/xorg.conf.d/10-qoelab.conf" <<'XORG'
+Section "Device"
+    Identifier "card0"
+    Driver "modesetting"
+EndSection
+Section "Screen"
+    Identifier "screen0"
+    Device "card0"
+    DefaultDepth 24
+    SubSection "Display"
+        Depth 24
+        Modes "800x600"
+        Virtual 800 600
+    EndSubSection
+EndSection
+Section "ServerFlags"
+    Option "BlankTime" "0"
+    Option "StandbyTime" "0"
+    Option "SuspendTime" "0"
+    Option "OffTime" "0"
+EndSection
+XORG
+
+# The kiosk session: URL from the kernel command line (qoelab.url=...), readiness line on ttyS1 once
+# the browser window is mapped (the host waits for it instead of sleeping).
+cat >"$ROOT/usr/local/bin/qoelab-session" <<'SESSION'
+#!/bin/sh
+url=file:///srv/pages/page-001.html
+for arg in $(cat /proc/cmdline); do
+    case "$arg" in qoelab.url=*) url="${arg#qoelab.url=}" ;; esac
+done
+xset s off -dpms
+xsetroot -solid black
+openbox &
+chromium --no-sandbox --test-type --disable-gpu --disable-background-networking --disable-component-update \
+    --disable-features=Translate,MediaRouter,OptimizationHints --disable-session-crashed-bubble \
+    --disable-smooth-scrolling --noerrdialogs --no-first-run --no-default-browser-check \
+    --password-store=basic --kiosk --window-size=800,600 --window-position=0,0 \
+    --user-data-dir=/tmp/qoelab-chromium "$url" &
+browser=$!
+if xdotool search --sync --onlyvisible --class chromium >/dev/null; then
+    sleep 1  # let the first page paint after the window maps
+    echo "QOELAB-READY $(cut -d' ' -f1 /proc/uptime)" >/dev/ttyS1
+fi
+wait "$browser"
+SESSION
+chmod 755 "$ROOT/usr/local/bin/qoelab-session"
+cat >"$ROOT/etc/systemd/system/qoelab-kiosk.service" <<'UNIT'
+[Unit]
+Description=qoelab kiosk (autologin X session of user rd)
+After=systemd-user-sessions.service local-fs.target
+[Service]
+User=rd
+WorkingDirectory=/home/rd
+ExecStart=/usr/bin/xinit /usr/local/bin/qoelab-session -- :0 vt7 -nolisten tcp -noreset -keeptty
+Restart=on-failure
+[Install]
+WantedBy=multi-user.target
+UNIT
+chroot "$ROOT" systemctl enable qoelab-kiosk.service >/dev/null 2>&1
+chroot "$ROOT" systemctl set-default multi-user.target >/dev/null 2>&1
+# Fewer units that only cost boot time under TCG.
+chroot "$ROOT" systemctl mask apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer \
+    fstrim.timer >/dev/null 2>&1 || true
+
+# --- export: kernel/initrd, package list, disk -----------------------------------------------------
+mkdir -p "$OUT.new"
+cp "$(ls "$ROOT"/boot/vmlinuz-* | sort -V | tail -1)" "$OUT.new/vmlinuz"
+cp "$(ls "$ROOT"/boot/initrd.img-* | sort -V | tail -1)" "$OUT.new/initrd.img"
+chroot "$ROOT" dpkg-query -W -f '${Package}\t${Version}\n' >"$OUT.new/packages.tsv"
+echo -n "$PASSWORD" >"$OUT.new/rd-password"; chmod 600 "$OUT.new/rd-password"
+for m in dev/pts dev proc sys; do umount -l "$ROOT/$m"; done
+rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/*_*
+
+mkfs.ext4 -q -F -L qoelab-root -d "$ROOT" "$WORK/disk.raw" "$DISK_SIZE"
+qemu-img convert -O qcow2 -c "$WORK/disk.raw" "$OUT.new/disk.qcow2"
+
+END=$(date +%s)
+python3 - "$OUT.new" "$INPUT_HASH" "$SUITE" "$MIRROR" "$START" "$END" "$DISK_SIZE" <<'PY'
+import hashlib, json, os, sys
+out, input_hash, suite, mirror, start, end, disk_size = sys.argv[1:]
+def sha(p):
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+files = {n: {"sha256": sha(os.path.join(out, n)), "bytes": os.path.getsize(os.path.join(out, n))}
+         for n in ("disk.qcow2", "vmlinuz", "initrd.img")}
+pkgs = dict(line.split("\t", 1) for line in open(os.path.join(out, "packages.tsv")).read().splitlines())
+json.dump({"format": 1, "input_hash": input_hash, "suite": suite, "mirror": mirror,
+           "built_at": int(end), "build_seconds": int(end) - int(start), "disk_virtual_size": disk_size,
+           "files": files, "packages": pkgs}, open(os.path.join(out, "manifest.json"), "w"), indent=1, sort_keys=True)
+PY
+rm -rf "$OUT"; mv "$OUT.new" "$OUT"
+echo "vm-image: built $OUT in $((END - START)) s ($(du -sh "$OUT/disk.qcow2" | cut -f1) disk)"

@@ -1,0 +1,391 @@
+"""One guest per trial: copy-on-write overlay, QEMU in the server namespace, readiness, teardown.
+
+The overlay (``qemu-img create -b disk.qcow2``) keeps trials from sharing state; it and the QEMU
+process are removed on success, failure, timeout and Ctrl-C. QEMU carries ``QOELAB_VM_PREFIX`` in its
+environment and overlays are named ``<prefix>-<token>.qcow2``, so :func:`cleanup_leftovers` finds
+what a SIGKILLed worker left. Readiness is the guest's own "QOELAB-READY" line on its second serial
+port, written once X runs and the kiosk browser window is mapped; no fixed sleep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+from PIL import Image
+
+from qoelab.emulation.system import find_tool, kill_processes
+from qoelab.errors import ParameterError, QoelabError
+from qoelab.vm.image import GuestImage, load_image
+from qoelab.vm.qemu import GuestSpec, KvmProbe, choose_accel, probe_kvm, qemu_argv, qemu_binary, tcg_allowed
+
+log = logging.getLogger("qoelab.vm")
+
+ENV_VM = "QOELAB_VM_PREFIX"
+ENV_OVERLAY_DIR = "QOELAB_VM_OVERLAY_DIR"
+READY_MARK = "QOELAB-READY"
+TAP_HOST_ADDR = ("10.213.0.1", 24)  # the guest is 10.213.0.2 (baked into the image)
+GUEST_IP = "10.213.0.2"
+_PREFIX_OK = re.compile(r"^[a-z][a-z0-9-]{1,12}$")
+_OVERLAY_RE = re.compile(r"^(?P<prefix>[a-z][a-z0-9-]*)-(?P<token>[0-9a-f]{8})\.qcow2$")
+
+
+class GuestError(QoelabError):
+    """The guest did not start or died; the message carries the tail of its console log."""
+
+
+class GuestNotReadyError(GuestError):
+    """The guest booted (or not) but never reported ready within the timeout."""
+
+
+def overlay_dir() -> Path:
+    return Path(os.environ.get(ENV_OVERLAY_DIR) or "/var/tmp/qoelab-vm")
+
+
+def check_prefix(prefix: str) -> str:
+    if not _PREFIX_OK.match(prefix):
+        raise ParameterError(
+            "prefix", f"must match {_PREFIX_OK.pattern} (it names a tap, at most 15 chars), got {prefix!r}"
+        )
+    return prefix
+
+
+def overlay_path(prefix: str, token: str | None = None, directory: Path | None = None) -> Path:
+    """``<dir>/<prefix>-<8 hex>.qcow2``; the token makes concurrent trials of one prefix distinct."""
+    check_prefix(prefix)
+    token = token or secrets.token_hex(4)
+    if not re.fullmatch(r"[0-9a-f]{8}", token):
+        raise ParameterError("token", f"must be 8 lowercase hex digits, got {token!r}")
+    return (directory or overlay_dir()) / f"{prefix}-{token}.qcow2"
+
+
+def overlays_of(prefix: str, directory: Path | None = None) -> list[Path]:
+    d = directory or overlay_dir()
+    if not d.is_dir():
+        return []
+    return sorted(
+        p for p in d.iterdir() if (m := _OVERLAY_RE.match(p.name)) and m["prefix"].startswith(prefix)
+    )
+
+
+def create_overlay(base: Path, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    argv = [
+        find_tool("qemu-img", "qemu-utils"),
+        "create",
+        "-q",
+        "-f",
+        "qcow2",
+        "-b",
+        str(base),
+        "-F",
+        "qcow2",
+        str(path),
+    ]
+    res = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        raise GuestError(f"qemu-img create overlay {path} failed: {res.stderr.strip()}")
+    return path
+
+
+@functools.cache
+def _kvm_probe(kernel: str) -> KvmProbe:
+    # Cached per worker process: the answer does not change while it runs and costs seconds.
+    return probe_kvm(Path(kernel))
+
+
+def find_qemu_processes(prefix: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(ENV_VM, "").startswith(prefix):
+                found.append(proc)
+    return found
+
+
+def cleanup_leftovers(prefix: str) -> list[str]:
+    """Kill QEMU processes and remove overlays whose prefix starts with ``prefix``; say what went."""
+    check_prefix(prefix)
+    removed = kill_processes(find_qemu_processes(prefix), log)
+    for path in overlays_of(prefix):
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+            removed.append(f"overlay {path}")
+    return removed
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no console output)"
+    return "\n".join(lines[-n:]) or "(console empty)"
+
+
+def _configure_tap(ns: str, tap: str, timeout: float = 10.0) -> None:
+    from pyroute2 import NetNS
+
+    deadline = time.monotonic() + timeout
+    with NetNS(ns) as ipr:
+        while True:
+            idx = ipr.link_lookup(ifname=tap)
+            if idx:
+                break
+            if time.monotonic() > deadline:
+                raise GuestError(f"QEMU did not create tap {tap} in namespace {ns} within {timeout:.0f} s")
+            time.sleep(0.05)
+        ipr.addr("add", index=idx[0], address=TAP_HOST_ADDR[0], prefixlen=TAP_HOST_ADDR[1])
+        ipr.link("set", index=idx[0], state="up")
+
+
+@dataclass
+class RunningGuest:
+    name: str
+    pid: int
+    accel: str
+    accel_reason: str
+    overlay: Path
+    console_log: Path
+    image: GuestImage
+    listen_ip: str
+    vnc_port: int | None
+    spice_port: int | None
+    ns: str | None
+    boot_to_ready_s: float = 0.0
+    kiosk_up_s: float = 0.0  # QOELAB-READY seen (X up, browser window mapped); page may still be painting
+    guest_uptime_at_ready_s: float | None = None
+    teardown_s: float | None = None
+    argv: list[str] = field(default_factory=list)
+    qmp_socket: Path | None = None
+
+    def qmp(self, command: str, **arguments: Any) -> Any:
+        """One QMP command (QEMU's JSON monitor) on the guest's socket; returns its "return" value."""
+        if self.qmp_socket is None:
+            raise GuestError("this guest has no QMP socket")
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(30)
+            s.connect(str(self.qmp_socket))
+            f = s.makefile("rwb")
+            json.loads(f.readline())  # greeting
+            for cmd, args in (("qmp_capabilities", {}), (command, arguments)):
+                f.write(json.dumps({"execute": cmd, "arguments": args}).encode() + b"\n")
+                f.flush()
+                while True:
+                    reply = json.loads(f.readline())
+                    if "event" not in reply:
+                        break
+                if "error" in reply:
+                    raise GuestError(f"QMP {cmd} failed: {reply['error'].get('desc')}")
+            return reply.get("return")
+
+    def screendump(self, path: Path) -> Path:
+        """The guest's screen as seen by QEMU (PPM), without a VNC/SPICE client."""
+        self.qmp("screendump", filename=str(path))
+        return path
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "server": "vm",
+            "hypervisor": "qemu",
+            "accel": self.accel,
+            "accel_reason": self.accel_reason,
+            "boot_to_ready_s": round(self.boot_to_ready_s, 2),
+            "boot_to_kiosk_s": round(self.kiosk_up_s, 2),
+            "guest_uptime_at_ready_s": self.guest_uptime_at_ready_s,
+            "teardown_s": None if self.teardown_s is None else round(self.teardown_s, 2),
+            **self.image.provenance(),
+        }
+
+
+def _wait_ready(proc: subprocess.Popen, ready_log: Path, console_log: Path, timeout: float) -> float | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError):
+            for line in ready_log.read_text(errors="replace").splitlines():
+                if line.startswith(READY_MARK):
+                    parts = line.split()
+                    with contextlib.suppress(IndexError, ValueError):
+                        return float(parts[1])
+                    return None
+        if proc.poll() is not None:
+            raise GuestError(
+                f"QEMU exited with status {proc.returncode} before the guest was ready; "
+                f"console:\n{_tail(console_log)}"
+            )
+        time.sleep(0.2)
+    raise GuestNotReadyError(
+        f"guest not ready within {timeout:.0f} s (no {READY_MARK} line); "
+        f"console log {console_log}:\n{_tail(console_log)}"
+    )
+
+
+def page_painted(img: Image.Image) -> bool:
+    """The kiosk page is on screen: no single colour covers 99.5 % of it (a blank window does).
+
+    Chromium maps its window seconds before the first paint under TCG; workload pages always hold
+    text, images and the link block, so they never pass as one flat colour.
+    """
+    colors = img.getcolors(maxcolors=1 << 16)
+    if colors is None:  # more colours than that: certainly painted
+        return True
+    return max(colors)[0] < 0.995 * img.width * img.height
+
+
+def _wait_painted(
+    guest: RunningGuest,
+    proc: subprocess.Popen,
+    workdir: Path,
+    deadline: float,
+    check: Callable[[Image.Image], bool],
+) -> None:
+    shot = workdir / f"{guest.name}-screen.ppm"
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise GuestError(f"QEMU exited with status {proc.returncode} while the kiosk page loaded")
+            guest.screendump(shot)
+            with Image.open(shot) as img:
+                if check(img):
+                    return
+            if time.monotonic() > deadline:
+                raise GuestNotReadyError(
+                    f"the guest's X and browser came up but its screen never showed the page; "
+                    f"last screen kept at {shot.with_suffix('.png')}"
+                )
+            time.sleep(0.5)
+    finally:
+        with contextlib.suppress(OSError), Image.open(shot) as img:
+            img.save(shot.with_suffix(".png"))
+        with contextlib.suppress(FileNotFoundError):
+            shot.unlink()
+
+
+def _stop(proc: subprocess.Popen, timeout: float = 5.0) -> None:
+    if proc.poll() is not None:
+        return
+    # The overlay is thrown away, so there is nothing to flush: SIGTERM (QEMU quits at once), then KILL.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=timeout)
+
+
+@contextlib.contextmanager
+def running_guest(
+    prefix: str,
+    workdir: Path,
+    *,
+    ns: str | None = None,
+    listen_ip: str = "127.0.0.1",
+    image: GuestImage | None = None,
+    accel: str = "auto",
+    pages_dir: Path | None = None,
+    url: str = "file:///srv/pages/page-001.html",
+    vnc_display: int | None = 0,
+    spice_port: int | None = 5930,
+    ready_timeout: float = 240.0,
+    memory_mb: int = 1024,
+    ready_check: Callable[[Image.Image], bool] | None = None,
+) -> Iterator[RunningGuest]:
+    """Boot a guest for one trial and yield it once ready; always stop it and drop its overlay.
+
+    With ``ns`` QEMU runs inside that network namespace (VNC/SPICE listen on ``listen_ip`` there) and
+    the guest's NIC is a tap in it, 10.213.0.1/24 on the host side, guest 10.213.0.2. Ready means the
+    guest said so on ttyS1 *and* ``ready_check`` (default :func:`page_painted`) accepts QEMU's screen.
+    """
+    check_prefix(prefix)
+    image = image or load_image()
+    qemu = qemu_binary()
+    if accel == "tcg":
+        chosen, reason = choose_accel("tcg", None, tcg_allowed())
+    else:
+        chosen, reason = choose_accel(accel, _kvm_probe(str(image.kernel)), tcg_allowed())
+    workdir.mkdir(parents=True, exist_ok=True)
+    overlay = overlay_path(prefix)
+    console_log, ready_log = workdir / f"{overlay.stem}-console.log", workdir / f"{overlay.stem}-ready.log"
+    tap = f"{prefix}t" if ns else None
+    spec = GuestSpec(
+        name=overlay.stem, accel=chosen, overlay=overlay, kernel=image.kernel, initrd=image.initrd,
+        console_log=console_log, ready_log=ready_log, listen_ip=listen_ip, vnc_display=vnc_display,
+        qmp_socket=workdir / f"{overlay.stem}-qmp.sock",
+        spice_port=spice_port, tap=tap, pages_dir=pages_dir, url=url, memory_mb=memory_mb,
+    )  # fmt: skip
+    argv = qemu_argv(spec, qemu)
+    if ns:
+        argv = [find_tool("ip", "iproute2"), "netns", "exec", ns, *argv]
+    proc: subprocess.Popen | None = None
+    guest: RunningGuest | None = None
+    try:
+        create_overlay(image.disk, overlay)
+        start = time.monotonic()
+        env = {**os.environ, ENV_VM: prefix}
+        with open(workdir / f"{overlay.stem}-qemu.err", "wb") as err_file:
+            proc = subprocess.Popen(
+                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
+                start_new_session=True,
+            )  # fmt: skip
+        if ns and tap:
+            _configure_tap(ns, tap)
+        guest = RunningGuest(
+            name=overlay.stem, pid=proc.pid, accel=chosen, accel_reason=reason, overlay=overlay,
+            console_log=console_log, image=image, listen_ip=listen_ip,
+            vnc_port=None if vnc_display is None else 5900 + vnc_display, spice_port=spice_port,
+            ns=ns, argv=argv, qmp_socket=workdir / f"{overlay.stem}-qmp.sock",
+        )  # fmt: skip
+        try:
+            uptime = _wait_ready(proc, ready_log, console_log, ready_timeout)
+        except GuestError as err:
+            qemu_err = _tail(workdir / f"{overlay.stem}-qemu.err", 5)
+            raise type(err)(f"{err}\nqemu stderr:\n{qemu_err}") from None
+        guest.kiosk_up_s = time.monotonic() - start
+        _wait_painted(guest, proc, workdir, start + ready_timeout, ready_check or page_painted)
+        guest.boot_to_ready_s = time.monotonic() - start
+        guest.guest_uptime_at_ready_s = uptime
+        log.info("guest %s ready in %.1f s (%s)", guest.name, guest.boot_to_ready_s, chosen)
+        yield guest
+    finally:
+        t0 = time.monotonic()
+        if proc is not None:
+            _stop(proc)
+        for leftover in (overlay, workdir / f"{overlay.stem}-qmp.sock"):
+            with contextlib.suppress(FileNotFoundError):
+                leftover.unlink()
+        if guest is not None:
+            guest.teardown_s = time.monotonic() - t0
+
+
+def vm_capability() -> dict[str, Any]:
+    """What this host can do in VM mode, for worker capabilities (cheap: no probe boot)."""
+    qemu = shutil.which("qemu-system-x86_64")
+    try:
+        img = load_image()
+        image_ok, image_note = True, str(img.directory)
+    except QoelabError as err:
+        image_ok, image_note = False, str(err)
+    return {
+        "qemu": qemu is not None,
+        "kvm_device": os.path.exists("/dev/kvm"),
+        "tcg_allowed": tcg_allowed(),
+        "image": image_ok,
+        "image_note": image_note,
+        "available": qemu is not None and image_ok and (tcg_allowed() or os.path.exists("/dev/kvm")),
+    }

@@ -1,0 +1,186 @@
+"""QEMU for the guest: which accelerator really runs guests here, and the command line.
+
+``/dev/kvm`` existing is not enough: on this lab's host it is a paravirtual KVM (kvm_pvm) whose
+guests never run. So the probe boots the guest kernel for real with ``-accel kvm`` and waits for it
+to print on the serial port; only then is KVM used, TCG otherwise (unless TCG is disabled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from qoelab.emulation.system import find_tool
+from qoelab.errors import ParameterError, QoelabError
+
+Accel = Literal["kvm", "tcg"]
+ENV_ALLOW_TCG = "QOELAB_VM_ALLOW_TCG"  # "0" refuses to fall back to (slow) TCG
+KERNEL_BANNER = b"Linux version"
+
+
+class AcceleratorError(QoelabError):
+    """No accelerator the caller allows can run the guest."""
+
+
+@dataclass(frozen=True)
+class KvmProbe:
+    usable: bool
+    reason: str
+    seconds: float = 0.0
+
+
+def qemu_binary() -> str:
+    return find_tool("qemu-system-x86_64", "qemu-system-x86")
+
+
+def probe_kvm(kernel: Path, timeout: float = 8.0) -> KvmProbe:
+    """Boot ``kernel`` under KVM without a root disk; usable if it prints its banner in time."""
+    if not os.path.exists("/dev/kvm"):
+        return KvmProbe(False, "/dev/kvm does not exist")
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return KvmProbe(False, "/dev/kvm is not read-writable by this user")
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="qoelab-kvm-probe-") as tmp:
+        serial = Path(tmp) / "serial.log"
+        argv = [
+            qemu_binary(), "-accel", "kvm", "-nodefaults", "-no-user-config", "-display", "none",
+            "-m", "256", "-no-reboot", "-kernel", str(kernel), "-append", "console=ttyS0 panic=-1",
+            "-serial", f"file:{serial}",
+        ]  # fmt: skip
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            while time.monotonic() - start < timeout:
+                if serial.exists() and KERNEL_BANNER in serial.read_bytes():
+                    return KvmProbe(True, "guest kernel booted under KVM", time.monotonic() - start)
+                if proc.poll() is not None:
+                    err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
+                    return KvmProbe(False, f"qemu -accel kvm exited {proc.returncode}: {err[-300:]}")
+                time.sleep(0.1)
+            return KvmProbe(
+                False,
+                f"KVM guest printed nothing within {timeout:.0f} s (KVM present but not running guests)",
+            )
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+
+def choose_accel(requested: str, probe: KvmProbe | None, allow_tcg: bool = True) -> tuple[Accel, str]:
+    """The accelerator to use and why. ``probe`` may be None when requested == "tcg"."""
+    if requested not in ("auto", "kvm", "tcg"):
+        raise ParameterError("accel", f"must be auto, kvm or tcg, got {requested!r}")
+    if requested == "tcg":
+        if not allow_tcg:
+            raise AcceleratorError(f"accel tcg requested but TCG is disabled ({ENV_ALLOW_TCG}=0)")
+        return "tcg", "TCG requested"
+    assert probe is not None
+    if probe.usable:
+        return "kvm", probe.reason
+    if requested == "kvm":
+        raise AcceleratorError(f"accel kvm requested but KVM cannot run guests here: {probe.reason}")
+    if not allow_tcg:
+        raise AcceleratorError(
+            f"KVM cannot run guests here ({probe.reason}) and TCG is disabled ({ENV_ALLOW_TCG}=0)"
+        )
+    return "tcg", f"KVM unusable ({probe.reason}); falling back to TCG"
+
+
+def tcg_allowed() -> bool:
+    return os.environ.get(ENV_ALLOW_TCG, "1") != "0"
+
+
+@dataclass(frozen=True)
+class GuestSpec:
+    """Everything the QEMU command line depends on."""
+
+    name: str
+    accel: Accel
+    overlay: Path
+    kernel: Path
+    initrd: Path
+    console_log: Path
+    ready_log: Path
+    listen_ip: str
+    qmp_socket: Path | None = None
+    vnc_display: int | None = 0  # port 5900 + n
+    spice_port: int | None = 5930
+    tap: str | None = None
+    pages_dir: Path | None = None
+    url: str = "file:///srv/pages/page-001.html"
+    memory_mb: int = 1024
+    cpus: int = 2
+    extra_append: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not 256 <= self.memory_mb <= 16384:
+            raise ParameterError("memory_mb", f"must be 256..16384, got {self.memory_mb}")
+        if not 1 <= self.cpus <= 16:
+            raise ParameterError("cpus", f"must be 1..16, got {self.cpus}")
+        if self.vnc_display is not None and not 0 <= self.vnc_display <= 99:
+            raise ParameterError("vnc_display", f"must be 0..99, got {self.vnc_display}")
+        if self.spice_port is not None and not 1024 <= self.spice_port <= 65535:
+            raise ParameterError("spice_port", f"must be 1024..65535, got {self.spice_port}")
+        if any(c.isspace() for c in self.url) or not self.url:
+            raise ParameterError(
+                "url", "must be non-empty and contain no whitespace (it goes on the kernel command line)"
+            )
+
+
+def kernel_append(spec: GuestSpec) -> str:
+    # loglevel=4 keeps boot chatter off the (slow, emulated) serial port but errors on it.
+    return " ".join(
+        [
+            "root=/dev/vda",
+            "rw",
+            "console=ttyS0",
+            "loglevel=4",
+            "video=800x600",
+            f"qoelab.url={spec.url}",
+            *spec.extra_append,
+        ]
+    )
+
+
+def qemu_argv(spec: GuestSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
+    """The QEMU command line: direct kernel boot, overlay disk, ttyS0 console log, ttyS1 readiness."""
+    argv = [
+        qemu, "-name", spec.name, "-accel", spec.accel, "-nodefaults", "-no-user-config",
+        "-machine", "q35", "-cpu", "host" if spec.accel == "kvm" else "max",
+        "-m", str(spec.memory_mb), "-smp", str(spec.cpus),
+        "-kernel", str(spec.kernel), "-initrd", str(spec.initrd), "-append", kernel_append(spec),
+        "-drive", f"file={spec.overlay},format=qcow2,if=virtio,cache=unsafe",
+        "-vga", "std", "-display", "none",
+        "-serial", f"file:{spec.console_log}",
+        "-chardev", f"file,id=ready,path={spec.ready_log}", "-serial", "chardev:ready",
+        "-device", "virtio-rng-pci",  # chromium and sshd want entropy early
+        # An absolute pointer: VNC/SPICE clicks land where the client clicked (a PS/2 mouse is relative).
+        "-device", "qemu-xhci,id=xhci", "-device", "usb-tablet,bus=xhci.0",
+    ]  # fmt: skip
+    if spec.qmp_socket is not None:
+        argv += ["-qmp", f"unix:{spec.qmp_socket},server=on,wait=off"]
+    if spec.vnc_display is not None:
+        argv += ["-vnc", f"{spec.listen_ip}:{spec.vnc_display}"]
+    if spec.spice_port is not None:
+        argv += [
+            "-spice",
+            f"port={spec.spice_port},addr={spec.listen_ip},disable-ticketing=on,image-compression=auto_glz",
+        ]
+    if spec.tap is not None:
+        # QEMU creates the tap itself (non-persistent): it vanishes with the process, nothing to leak.
+        argv += [
+            "-netdev", f"tap,id=net0,ifname={spec.tap},script=no,downscript=no",
+            "-device", "virtio-net-pci,netdev=net0",
+        ]  # fmt: skip
+    else:
+        argv += ["-nic", "none"]
+    if spec.pages_dir is not None:
+        argv += ["-virtfs", f"local,path={spec.pages_dir},mount_tag=pages,security_model=none,readonly=on"]
+    return argv
