@@ -238,7 +238,15 @@ def worker_report(trial_id: int, host_id: int | None, body: dict[str, Any]) -> d
         session = dict(slot.session or {})
         info = body.get("session")
         if isinstance(info, dict):
-            for key in ("websocket_url", "client", "password", "note", "protocol", "link_backend"):
+            for key in (
+                "websocket_url",
+                "client",
+                "password",
+                "note",
+                "protocol",
+                "link_backend",
+                "local_view",
+            ):
                 if key in info:
                     session[key] = info[key]
             session["ready"] = True

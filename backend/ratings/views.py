@@ -264,6 +264,8 @@ def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
         "protocols": protocols,
         "charts_json": charts,
         "excluded_ids": {e["id"] for e in analysis["excluded"]},
+        # Live X2Go is shown through the native client over an unimpaired local view (docs/ratings.md).
+        "x2go_local_view": campaign.mode == "live" and "x2go" in protocols,
     }
     return render(request, "ratings/campaign_results.html", ctx)
 

@@ -54,7 +54,7 @@ def test_it_requires_a_protocol():
         ({"spice_image_compression": "jpeg"}, "spice_image_compression", "'auto_glz'"),
         ({"x2go_link": "dsl"}, "x2go_link", "'adsl'"),
         ({"x2go_pack": "16m jpeg; rm -rf"}, "x2go_pack", "NX pack method"),
-        ({"server": "vm"}, "server", "'namespace'"),
+        ({"server": "lxc"}, "server", "'namespace'"),
         ({"rate": "20gbit"}, "rate", "at most 10gbit/s"),
         ({"loss": "101%"}, "loss", "at most 100"),
         ({"colour": "blue"}, "colour", "not a parameter"),

@@ -114,6 +114,10 @@ class LiveSessionInfoSerializer(serializers.Serializer):
     note = serializers.CharField(required=False, allow_blank=True, max_length=1000)
     protocol = serializers.CharField(required=False, max_length=20)
     link_backend = serializers.CharField(required=False, max_length=40)
+    local_view = serializers.BooleanField(
+        required=False,
+        help_text="the evaluator sees the native client's screen over an unimpaired local path",
+    )
 
 
 class LiveReportSerializer(serializers.Serializer):

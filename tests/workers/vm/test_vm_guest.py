@@ -97,3 +97,23 @@ def test_a_killed_owner_leaves_nothing_once_leftovers_are_cleaned(image, tmp_pat
     assert any("overlay" in r for r in removed) and any("process" in r for r in removed)
     assert not vmguest.find_qemu_processes(prefix)
     assert not vmguest.overlays_of(prefix)
+
+
+@pytest.mark.parametrize("protocol", ["vnc", "spice"])
+def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: Path, protocol: str) -> None:
+    from qoelab.emulation import LinkProfile, emulated_link
+    from qoelab.vm.bench import run_vm_bench
+
+    prefix = "qvb" + secrets.token_hex(3)
+    with emulated_link(LinkProfile.parse(rate="10mbit", delay="10ms"), prefix=prefix) as link:
+        # quiet 2 s: under TCG the guest can pause longer than 0.5 s in the middle of a page change.
+        result = run_vm_bench(
+            protocol, link.server_ns, link.client_ns, link.server_ip, link.client_if, tmp_path,
+            pages=2, quiet_s=2.0, prefix=prefix,
+        )  # fmt: skip
+    print(f"{protocol}: vm {result['vm']['accel']} ready {result['vm']['boot_to_ready_s']} s, T/X:",
+          [(round(u["T_ms"]), u["bytes_down"]) for u in result["updates"]])  # fmt: skip
+    assert result["vm"]["accel"] in ("kvm", "tcg")
+    assert len(result["updates"]) == 2
+    assert all(u["bytes_down"] > 10_000 for u in result["updates"]), result["updates"]
+    assert not vmguest.find_qemu_processes(prefix) and not vmguest.overlays_of(prefix)

@@ -39,6 +39,8 @@ DISAGREE_MS = 500.0
 # Fixed costs of a trial besides the clicks: desktop + viewer start (X2Go's SSH login is the
 # slowest, ~12 s), teardown, the link verification's pings and UDP probes.
 SETUP_BUDGET_S = 60.0
+# server == "vm": KVM probe + guest boot to the first page under TCG (~60 s measured), with margin.
+VM_SETUP_BUDGET_S = 300.0
 TIMEOUT_S = 1800  # the job type's hard limit per trial attempt
 RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `record` is on
 
@@ -47,8 +49,9 @@ class RdQoeParams(LinkParams):
     """The link (shared fields), the protocol and its settings, and the slow-motion driver's knobs."""
 
     protocol: Literal["vnc", "spice", "x2go"] = Field(description="remote-desktop protocol")
-    server: Literal["namespace"] = Field(
-        default="namespace", description="where the desktop runs: the server network namespace"
+    server: Literal["namespace", "vm"] = Field(
+        default="namespace",
+        description="where the desktop runs: the server network namespace, or a QEMU guest (vnc/spice) in it",
     )
     seed: int = Field(default=1, ge=0, le=2**31 - 1, description="workload pages and link PRNG seed")
     quiet: p.Duration(0.05, 10.0) = Field(  # type: ignore[valid-type]
@@ -89,6 +92,20 @@ class RdQoeParams(LinkParams):
             raise ValueError(f"must be an NX pack method such as 16m-jpeg-9, got {value!r}")
         return value
 
+    @field_validator("server")
+    @classmethod
+    def _vm_serves_vnc_and_spice(cls, server: str, info: ValidationInfo) -> str:
+        if server == "vm" and info.data.get("protocol") == "x2go":
+            raise ValueError("vm mode supports protocol vnc and spice so far (x2go: use server namespace)")
+        return server
+
+    @field_validator("record")
+    @classmethod
+    def _no_recordings_in_vm_mode(cls, record: bool, info: ValidationInfo) -> bool:
+        if record and info.data.get("server") == "vm":
+            raise ValueError("recordings are not available with server vm yet")
+        return record
+
     @field_validator("pages")
     @classmethod
     def _fits_the_time_limit(cls, pages: int, info: ValidationInfo) -> int:
@@ -97,7 +114,8 @@ class RdQoeParams(LinkParams):
         if not all(k in d for k in ("update_timeout", "pause", "quiet", "verify_duration")):
             return pages  # another field is already invalid and reported
         per_update = d["update_timeout"] + d["pause"] + d["quiet"]
-        fixed = SETUP_BUDGET_S + 2 * d["verify_duration"] + 10
+        setup = VM_SETUP_BUDGET_S if d.get("server") == "vm" else SETUP_BUDGET_S
+        fixed = setup + 2 * d["verify_duration"] + 10
         if d.get("record"):
             # The reference replays the clicks at the same moments, then both videos are encoded.
             per_update *= 2
@@ -197,7 +215,13 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 if not c["ok"]:
                     ctx.log.warning("link check %s outside tolerance: configured %s, measured %s",
                                     c["name"], c["configured"], c["measured"])  # fmt: skip
-            result = run_bench(
+            if params.server == "vm":
+                from qoelab.vm.bench import run_vm_bench
+
+                bench: Any = run_vm_bench
+            else:
+                bench = run_bench
+            result = bench(
                 params.protocol,
                 link.server_ns,
                 link.client_ns,
@@ -212,7 +236,7 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 settings=params.settings(),
                 log=ctx.log,
                 prefix=ctx.prefix,
-                record=params.record,
+                **({"record": params.record} if params.server == "namespace" else {}),
             )
     finally:
         # Logs go up with a failed trial too (the runner uploads ctx.artifacts whatever happens).
@@ -254,6 +278,7 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
             "mapping": result.get("mapping"),
             "analysis": result.get("analysis"),
             **({"recordings": _recording_provenance(result["recordings"])} if "recordings" in result else {}),
+            **({"vm": result["vm"]} if "vm" in result else {}),
         },
     )
 

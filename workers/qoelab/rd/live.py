@@ -196,7 +196,12 @@ class LiveSession:
 
         assert self.procs is not None and self.server is not None
         x11vnc = require_tool("x11vnc", "x11vnc")
-        w, h = (int(v) for v in str(self.settings["geometry"]).lower().split("x"))
+        m = re.fullmatch(r"(\d{3,4})x(\d{3,4})", str(self.settings["geometry"]).lower())
+        if m is None:
+            raise ParameterError(
+                "settings.geometry", f"must be WIDTHxHEIGHT (100-9999 px), got {self.settings['geometry']!r}"
+            )
+        w, h = int(m.group(1)), int(m.group(2))
         # The client screen is the session's size, so the evaluator sees the X2Go window 1:1, no borders.
         client = start_xvfb(self.procs, w, h, ns=self.client_ns, name="client-xvfb")
         self.view_display = client.number

@@ -167,7 +167,7 @@ class RunningGuest:
     spice_port: int | None
     ns: str | None
     boot_to_ready_s: float = 0.0
-    kiosk_up_s: float = 0.0  # QOELAB-READY seen (X up, browser window mapped); page may still be painting
+    kiosk_up_s: float | None = None  # QOELAB-READY seen (X up, browser window mapped), if it was
     guest_uptime_at_ready_s: float | None = None
     teardown_s: float | None = None
     argv: list[str] = field(default_factory=list)
@@ -205,33 +205,11 @@ class RunningGuest:
             "accel": self.accel,
             "accel_reason": self.accel_reason,
             "boot_to_ready_s": round(self.boot_to_ready_s, 2),
-            "boot_to_kiosk_s": round(self.kiosk_up_s, 2),
+            "boot_to_kiosk_s": None if self.kiosk_up_s is None else round(self.kiosk_up_s, 2),
             "guest_uptime_at_ready_s": self.guest_uptime_at_ready_s,
             "teardown_s": None if self.teardown_s is None else round(self.teardown_s, 2),
             **self.image.provenance(),
         }
-
-
-def _wait_ready(proc: subprocess.Popen, ready_log: Path, console_log: Path, timeout: float) -> float | None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(FileNotFoundError):
-            for line in ready_log.read_text(errors="replace").splitlines():
-                if line.startswith(READY_MARK):
-                    parts = line.split()
-                    with contextlib.suppress(IndexError, ValueError):
-                        return float(parts[1])
-                    return None
-        if proc.poll() is not None:
-            raise GuestError(
-                f"QEMU exited with status {proc.returncode} before the guest was ready; "
-                f"console:\n{_tail(console_log)}"
-            )
-        time.sleep(0.2)
-    raise GuestNotReadyError(
-        f"guest not ready within {timeout:.0f} s (no {READY_MARK} line); "
-        f"console log {console_log}:\n{_tail(console_log)}"
-    )
 
 
 def page_painted(img: Image.Image) -> bool:
@@ -246,28 +224,58 @@ def page_painted(img: Image.Image) -> bool:
     return max(colors)[0] < 0.995 * img.width * img.height
 
 
-def _wait_painted(
+def _ready_line(ready_log: Path) -> float | None:
+    """Guest uptime from its ``QOELAB-READY <uptime>`` line, -1.0 if the line has none; None if absent."""
+    with contextlib.suppress(FileNotFoundError):
+        for line in ready_log.read_text(errors="replace").splitlines():
+            if line.startswith(READY_MARK):
+                with contextlib.suppress(IndexError, ValueError):
+                    return float(line.split()[1])
+                return -1.0
+    return None
+
+
+def _wait_ready(
     guest: RunningGuest,
     proc: subprocess.Popen,
-    workdir: Path,
-    deadline: float,
-    check: Callable[[Image.Image], bool],
+    ready_log: Path,
+    start: float,
+    timeout: float,
+    check: Callable[[Image.Image], bool] | None,
 ) -> None:
-    shot = workdir / f"{guest.name}-screen.ppm"
+    """Until the screen passes ``check`` (QMP screendump, each second) or the deadline.
+
+    Without ``check``: the guest's ready line plus :func:`page_painted`. With one (e.g. "the
+    workload's link is on screen"), the screen alone decides: the guest's line is recorded when
+    seen, but a guest whose window watcher misses its window still counts once the page is there.
+    """
+    shot = guest.console_log.parent / f"{guest.name}-screen.ppm"
+    deadline = start + timeout
     try:
         while True:
             if proc.poll() is not None:
-                raise GuestError(f"QEMU exited with status {proc.returncode} while the kiosk page loaded")
-            guest.screendump(shot)
-            with Image.open(shot) as img:
-                if check(img):
-                    return
-            if time.monotonic() > deadline:
-                raise GuestNotReadyError(
-                    f"the guest's X and browser came up but its screen never showed the page; "
-                    f"last screen kept at {shot.with_suffix('.png')}"
+                raise GuestError(
+                    f"QEMU exited with status {proc.returncode} before the guest was ready; "
+                    f"console:\n{_tail(guest.console_log)}"
                 )
-            time.sleep(0.5)
+            if guest.guest_uptime_at_ready_s is None:
+                uptime = _ready_line(ready_log)
+                if uptime is not None:
+                    guest.kiosk_up_s = time.monotonic() - start
+            if check is not None or guest.guest_uptime_at_ready_s is not None:
+                with contextlib.suppress(GuestError, OSError):  # QMP socket not up yet
+                    guest.screendump(shot)
+                    with Image.open(shot) as img:
+                        if (check or page_painted)(img):
+                            return
+            if time.monotonic() > deadline:
+                seen = "seen" if guest.guest_uptime_at_ready_s is not None else "never seen"
+                raise GuestNotReadyError(
+                    f"guest not ready within {timeout:.0f} s (its {READY_MARK} line {seen}; the screen never "
+                    f"showed the page, last screen at {shot.with_suffix('.png')}); "
+                    f"console log {guest.console_log}:\n{_tail(guest.console_log)}"
+                )
+            time.sleep(1.0)
     finally:
         with contextlib.suppress(OSError), Image.open(shot) as img:
             img.save(shot.with_suffix(".png"))
@@ -305,12 +313,14 @@ def running_guest(
     ready_timeout: float = 240.0,
     memory_mb: int = 1024,
     ready_check: Callable[[Image.Image], bool] | None = None,
+    spice_options: dict[str, str] | None = None,
 ) -> Iterator[RunningGuest]:
     """Boot a guest for one trial and yield it once ready; always stop it and drop its overlay.
 
     With ``ns`` QEMU runs inside that network namespace (VNC/SPICE listen on ``listen_ip`` there) and
-    the guest's NIC is a tap in it, 10.213.0.1/24 on the host side, guest 10.213.0.2. Ready means the
-    guest said so on ttyS1 *and* ``ready_check`` (default :func:`page_painted`) accepts QEMU's screen.
+    the guest's NIC is a tap in it, 10.213.0.1/24 on the host side, guest 10.213.0.2. Ready means
+    ``ready_check`` accepts QEMU's screen, or without one: the guest said so on ttyS1 and the page
+    is painted (see :func:`_wait_ready`).
     """
     check_prefix(prefix)
     image = image or load_image()
@@ -328,6 +338,7 @@ def running_guest(
         console_log=console_log, ready_log=ready_log, listen_ip=listen_ip, vnc_display=vnc_display,
         qmp_socket=workdir / f"{overlay.stem}-qmp.sock",
         spice_port=spice_port, tap=tap, pages_dir=pages_dir, url=url, memory_mb=memory_mb,
+        **({"spice_options": spice_options} if spice_options is not None else {}),
     )  # fmt: skip
     argv = qemu_argv(spec, qemu)
     if ns:
@@ -352,23 +363,22 @@ def running_guest(
             ns=ns, argv=argv, qmp_socket=workdir / f"{overlay.stem}-qmp.sock",
         )  # fmt: skip
         try:
-            uptime = _wait_ready(proc, ready_log, console_log, ready_timeout)
+            _wait_ready(guest, proc, ready_log, start, ready_timeout, ready_check)
         except GuestError as err:
             qemu_err = _tail(workdir / f"{overlay.stem}-qemu.err", 5)
             raise type(err)(f"{err}\nqemu stderr:\n{qemu_err}") from None
-        guest.kiosk_up_s = time.monotonic() - start
-        _wait_painted(guest, proc, workdir, start + ready_timeout, ready_check or page_painted)
         guest.boot_to_ready_s = time.monotonic() - start
-        guest.guest_uptime_at_ready_s = uptime
         log.info("guest %s ready in %.1f s (%s)", guest.name, guest.boot_to_ready_s, chosen)
         yield guest
     finally:
         t0 = time.monotonic()
-        if proc is not None:
-            _stop(proc)
+        # Unlink first: QEMU keeps its open file, and a second Ctrl-C during the stop below cannot
+        # leave the overlay behind any more.
         for leftover in (overlay, workdir / f"{overlay.stem}-qmp.sock"):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+        if proc is not None:
+            _stop(proc)
         if guest is not None:
             guest.teardown_s = time.monotonic() - t0
 

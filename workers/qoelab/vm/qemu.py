@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import tempfile
 import time
@@ -118,6 +119,8 @@ class GuestSpec:
     memory_mb: int = 1024
     cpus: int = 2
     extra_append: list[str] = field(default_factory=list)
+    # QEMU -spice options beyond port/addr/ticketing (names as QEMU spells them).
+    spice_options: dict[str, str] = field(default_factory=lambda: {"image-compression": "auto_glz"})
 
     def __post_init__(self) -> None:
         if not 256 <= self.memory_mb <= 16384:
@@ -128,6 +131,11 @@ class GuestSpec:
             raise ParameterError("vnc_display", f"must be 0..99, got {self.vnc_display}")
         if self.spice_port is not None and not 1024 <= self.spice_port <= 65535:
             raise ParameterError("spice_port", f"must be 1024..65535, got {self.spice_port}")
+        for key, value in self.spice_options.items():
+            if not re.fullmatch(r"[a-z-]+", key) or not re.fullmatch(r"[A-Za-z0-9_]+", str(value)):
+                raise ParameterError(
+                    f"spice_options.{key}", f"not a QEMU -spice option=value: {key}={value!r}"
+                )
         if any(c.isspace() for c in self.url) or not self.url:
             raise ParameterError(
                 "url", "must be non-empty and contain no whitespace (it goes on the kernel command line)"
@@ -169,10 +177,9 @@ def qemu_argv(spec: GuestSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
     if spec.vnc_display is not None:
         argv += ["-vnc", f"{spec.listen_ip}:{spec.vnc_display}"]
     if spec.spice_port is not None:
-        argv += [
-            "-spice",
-            f"port={spec.spice_port},addr={spec.listen_ip},disable-ticketing=on,image-compression=auto_glz",
-        ]
+        opts = ",".join(f"{k}={v}" for k, v in spec.spice_options.items())
+        spice = f"port={spec.spice_port},addr={spec.listen_ip},disable-ticketing=on,{opts}".rstrip(",")
+        argv += ["-spice", spice]
     if spec.tap is not None:
         # QEMU creates the tap itself (non-persistent): it vanishes with the process, nothing to leak.
         argv += [

@@ -104,10 +104,28 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
     return rfb;
   }
 
+  // spice-html5 0.3.0 reads display.streams[id] when a JPEG draw finishes, but creates `streams` only
+  // with the first video stream: every JPEG drawn before that throws a TypeError (the picture is already
+  // drawn). Giving each display channel its `streams` up front avoids the error; same module instance
+  // as main.js's own import (same URL).
+  async function guardSpiceStreams() {
+    const url = new URL("display.js", new URL(box.dataset.spice, window.location.href)).href;
+    const { SpiceDisplayConn } = await import(url);
+    const proto = SpiceDisplayConn && SpiceDisplayConn.prototype;
+    if (!proto || proto.qoelabStreamsGuard) return;
+    const original = proto.process_channel_message;
+    proto.process_channel_message = function (msg) {
+      if (!this.streams) this.streams = [];
+      return original.call(this, msg);
+    };
+    proto.qoelabStreamsGuard = true;
+  }
+
   async function connectSpice(info) {
     let Spice;
     try {
       Spice = await import(box.dataset.spice);
+      await guardSpiceStreams();
     } catch (err) {
       setStatus("The SPICE client (spice-html5) is not installed on this server; please tell the researcher.");
       return null;
