@@ -10,6 +10,7 @@ RUN echo "wireshark-common wireshark-common/install-setuid boolean false" | debc
       iproute2 iperf3 iputils-ping tshark ffmpeg util-linux \
       tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice \
       x2goserver x2goserver-xsession pyhoca-cli openssh-server xdotool x11-apps x11-utils xvfb chromium socat spice-html5 \
+      qemu-system-x86 qemu-utils debootstrap e2fsprogs \
       postgresql-client redis-tools nodejs npm \
  && rm -rf /var/lib/apt/lists/*
 

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 STATE=.state
 mkdir -p "$STATE"
 
-# Debian packages. Lab tools: iproute2 (netns, tc), iperf3, ping, tshark; remote desktops: TigerVNC,
+# Debian packages. Lab tools: iproute2 (netns, tc), iperf3, ping, tshark; guests: QEMU, debootstrap
+# (make vm-image); remote desktops: TigerVNC,
 # TightVNC viewer, Xspice (spiceqxl) + remote-viewer, X2Go server/client, xdotool, ffmpeg (recordings);
 # services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv.
 DEB_PACKAGES=(
@@ -16,6 +17,7 @@ DEB_PACKAGES=(
   tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice
   x2goserver x2goserver-xsession pyhoca-cli openssh-server
   xdotool x11-apps x11-utils ffmpeg socat spice-html5
+  qemu-system-x86 qemu-utils debootstrap e2fsprogs
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core
 )

@@ -135,10 +135,15 @@ chromium --no-sandbox --test-type --disable-gpu --disable-background-networking 
     --password-store=basic --kiosk --window-size=800,600 --window-position=0,0 \
     --user-data-dir=/tmp/qoelab-chromium "$url" &
 browser=$!
-if xdotool search --sync --onlyvisible --class chromium >/dev/null; then
-    sleep 1  # let the first page paint after the window maps
-    echo "QOELAB-READY $(cut -d' ' -f1 /proc/uptime)" >/dev/ttyS1
-fi
+# Poll rather than `xdotool search --sync`: that exits with an X error when one of chromium's
+# startup windows vanishes mid-search, and the ready line was then never written.
+while kill -0 "$browser" 2>/dev/null; do
+    if xdotool search --onlyvisible --class chromium >/dev/null 2>&1; then
+        echo "QOELAB-READY $(cut -d' ' -f1 /proc/uptime)" >/dev/ttyS1
+        break
+    fi
+    sleep 0.5
+done
 wait "$browser"
 SESSION
 chmod 755 "$ROOT/usr/local/bin/qoelab-session"

@@ -228,6 +228,13 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
     caps["qemu_tcg"] = shutil.which("qemu-system-x86_64") is not None
     if not caps["qemu_tcg"]:
         reasons["qemu_tcg"] = "qemu-system-x86_64 is not installed (Debian package 'qemu-system-x86')"
+    # VM server mode (rd_qoe server: vm): QEMU, a built guest image, and KVM or TCG allowed.
+    from qoelab.vm.guest import vm_capability
+
+    vm = vm_capability()
+    caps["vm"] = bool(vm["available"])
+    if not caps["vm"]:
+        reasons["vm"] = vm["image_note"] if not vm["image"] else "QEMU missing or neither KVM nor TCG allowed"
     for cap, (programs, package) in RD_TOOLS.items():
         caps[cap] = any(shutil.which(p) for p in programs)
         if not caps[cap]:

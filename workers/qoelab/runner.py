@@ -72,12 +72,14 @@ def default_job_lookup(name: str) -> JobType:
 
 
 def cleanup_prefix(prefix: str) -> list[str]:
-    """Remove what trials left under ``prefix``: remote-desktop processes and session files first
-    (they run inside the namespaces), then namespaces, links and emulator processes."""
+    """Remove what trials left under ``prefix``: remote-desktop processes, session files, guests and
+    their overlays first (they run inside the namespaces), then namespaces, links and emulators."""
     from qoelab.emulation.cleanup import cleanup_leftovers as cleanup_link
     from qoelab.rd.cleanup import cleanup_leftovers as cleanup_rd
+    from qoelab.vm.guest import cleanup_leftovers as cleanup_vm
 
-    return list(cleanup_rd(prefix) or []) + list(cleanup_link(prefix) or [])
+    removed = list(cleanup_rd(prefix) or []) + list(cleanup_vm(prefix) or [])
+    return removed + list(cleanup_link(prefix) or [])
 
 
 @contextlib.contextmanager

@@ -187,3 +187,12 @@ def test_a_blank_browser_window_is_not_a_painted_page() -> None:
     page = blank.copy()
     ImageDraw.Draw(page).rectangle((300, 250, 460, 306), fill=(224, 16, 122))  # the workload's link block
     assert vmguest.page_painted(page)
+
+
+def test_the_guest_ready_line_gives_its_uptime(tmp_path: Path) -> None:
+    log = tmp_path / "ready.log"
+    assert vmguest._ready_line(log) is None
+    log.write_bytes(b"garbage\r\nQOELAB-READY 38.67\r\n")
+    assert vmguest._ready_line(log) == 38.67
+    log.write_bytes(b"QOELAB-READY\r\n")
+    assert vmguest._ready_line(log) == -1.0

@@ -261,6 +261,7 @@ def _wait_ready(
             if guest.guest_uptime_at_ready_s is None:
                 uptime = _ready_line(ready_log)
                 if uptime is not None:
+                    guest.guest_uptime_at_ready_s = uptime
                     guest.kiosk_up_s = time.monotonic() - start
             if check is not None or guest.guest_uptime_at_ready_s is not None:
                 with contextlib.suppress(GuestError, OSError):  # QMP socket not up yet
