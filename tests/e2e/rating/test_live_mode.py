@@ -19,22 +19,8 @@ SCREENS = 2
 
 
 @pytest.fixture
-def live_campaign(lab_stack: Any, alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
-    from ratings import demo, services
-
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
-    points = [
-        {"protocol": "vnc", "rate": "10mbit", "delay": "20ms"},
-        {"protocol": "vnc", "rate": "2mbit", "delay": "50ms"},
-    ]
-    sweep = demo.demo_sweep(alice, points, name="live demo")
-    campaign = services.create_campaign(
-        alice, name="e2e live", mode="live", sweep=sweep, screens_per_condition=SCREENS, seed=3
-    )
-    campaign = services.open_campaign(campaign)
-    ((_, token),) = services.invite(campaign, labels=["L1"])
-    return campaign, token
+def live_campaign(open_live_campaign: Any) -> tuple[Any, str]:
+    return open_live_campaign("vnc", "L1", SCREENS)
 
 
 def test_the_evaluator_operates_vnc_through_novnc_across_the_emulated_link_before_the_form_opens(

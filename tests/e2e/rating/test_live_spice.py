@@ -19,26 +19,12 @@ SPICE_CLIENT = Path(__file__).resolve().parents[3] / "frontend/dist/vendor/spice
 
 
 @pytest.fixture
-def spice_campaign(lab_stack: Any, alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
+def spice_campaign(open_live_campaign: Any) -> tuple[Any, str]:
     if not Path("/usr/lib/xorg/modules/drivers/spiceqxl_drv.so").exists():
         pytest.skip("the spiceqxl Xorg driver is not installed (Debian package xserver-xspice)")
     if not SPICE_CLIENT.exists():
         pytest.skip("spice-html5 is not built into the static files (npm run build with package spice-html5)")
-    from ratings import demo, services
-
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
-    points = [
-        {"protocol": "spice", "rate": "10mbit", "delay": "20ms"},
-        {"protocol": "spice", "rate": "2mbit", "delay": "50ms"},
-    ]
-    sweep = demo.demo_sweep(alice, points, name="live spice demo")
-    campaign = services.create_campaign(
-        alice, name="e2e live spice", mode="live", sweep=sweep, screens_per_condition=SCREENS, seed=3
-    )
-    campaign = services.open_campaign(campaign)
-    ((_, token),) = services.invite(campaign, labels=["S1"])
-    return campaign, token
+    return open_live_campaign("spice", "S1", SCREENS)
 
 
 def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_through(

@@ -26,25 +26,11 @@ NOTE = (
 
 
 @pytest.fixture
-def x2go_campaign(lab_stack: Any, alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
+def x2go_campaign(open_live_campaign: Any) -> tuple[Any, str]:
     for tool in ("pyhoca-cli", "nxproxy", "x2goruncommand", "sshd", "x11vnc"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed: X2Go live mode needs x2goserver, pyhoca-cli and nxproxy")
-    from ratings import demo, services
-
-    settings.MEDIA_ROOT = tmp_path / "media"
-    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
-    points = [
-        {"protocol": "x2go", "rate": "10mbit", "delay": "20ms"},
-        {"protocol": "x2go", "rate": "2mbit", "delay": "50ms"},
-    ]
-    sweep = demo.demo_sweep(alice, points, name="live x2go demo")
-    campaign = services.create_campaign(
-        alice, name="e2e live x2go", mode="live", sweep=sweep, screens_per_condition=SCREENS, seed=3
-    )
-    campaign = services.open_campaign(campaign)
-    ((_, token),) = services.invite(campaign, labels=["X1"])
-    return campaign, token
+    return open_live_campaign("x2go", "X1", SCREENS)
 
 
 def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_results_say_so(
