@@ -21,7 +21,7 @@ stop: ## stop the demo's web server, worker and scheduler (and private PostgreSQ
 	@scripts/demo.sh stop
 	@scripts/services.sh down
 
-test: services ## the whole suite: lint, migrations check, unit, integration (netns, Celery) and Playwright tests
+test: services vm-image ## the whole suite: lint, migrations, unit, integration (netns, Celery, QEMU guests), Playwright
 	@scripts/test.sh
 
 lint: ## ruff lint + format check

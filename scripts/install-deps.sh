@@ -7,8 +7,9 @@ STATE=.state
 mkdir -p "$STATE"
 
 # Debian packages. Lab tools: iproute2 (netns, tc), iperf3, ping, tshark; guests: QEMU, debootstrap
-# (make vm-image); remote desktops: TigerVNC,
-# TightVNC viewer, Xspice (spiceqxl) + remote-viewer, X2Go server/client, xdotool, ffmpeg (recordings);
+# (make vm-image), nftables (X2Go in VM mode: DNAT to the guest's sshd); remote desktops: TigerVNC,
+# TightVNC viewer, Xspice (spiceqxl) + remote-viewer, X2Go server/client, xdotool, xsetroot (tests),
+# ffmpeg (recordings);
 # services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv.
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
@@ -16,8 +17,8 @@ DEB_PACKAGES=(
   iproute2 iperf3 iputils-ping tshark util-linux
   tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice
   x2goserver x2goserver-xsession pyhoca-cli openssh-server
-  xdotool x11-apps x11-utils ffmpeg socat spice-html5
-  qemu-system-x86 qemu-utils debootstrap e2fsprogs
+  xdotool x11-apps x11-utils x11-xserver-utils ffmpeg socat spice-html5
+  qemu-system-x86 qemu-utils debootstrap e2fsprogs nftables
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core
 )

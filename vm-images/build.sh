@@ -71,9 +71,7 @@ rm -f "$ROOT/usr/sbin/policy-rc.d"
 # --- guest configuration -------------------------------------------------------------------------
 echo qoelab-guest >"$ROOT/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 qoelab-guest\n' >"$ROOT/etc/hosts"
-printf '/dev/vda / ext4 defaults,noatime 0 1\npages /srv/pages 9p trans=virtio,version=9p2000.L,ro,nofail 0 0\n' \
-    >"$ROOT/etc/fstab"
-mkdir -p "$ROOT/srv/pages"
+printf '/dev/vda / ext4 defaults,noatime 0 1\n' >"$ROOT/etc/fstab"
 echo 'C.UTF-8 UTF-8' >"$ROOT/etc/locale.gen"
 
 # Fixed guest address on its own /24 behind the tap in the server namespace (see docs/vm.md).
@@ -120,20 +118,39 @@ XORG
 
 # The kiosk session: URL from the kernel command line (qoelab.url=...), readiness line on ttyS1 once
 # the browser window is mapped (the host waits for it instead of sleeping).
+# The start page waits for the trial's page server (10.213.0.1:8080 on the tap, started by the worker)
+# and then opens its first page. A guest restored from a snapshot is sitting on this page, so one
+# snapshot serves every trial whatever its pages (no disk sharing such as virtio-9p, which would also
+# block QEMU from saving the VM's state).
+mkdir -p "$ROOT/usr/local/share/qoelab"
+cat >"$ROOT/usr/local/share/qoelab/wait.html" <<'WAIT'
+<!doctype html>
+<html><head><meta charset="utf-8"><title>qoelab: waiting for pages</title>
+<style>body{margin:0;background:#e8e8e8;font:20px sans-serif;color:#333}p{margin:80px 40px}</style>
+</head><body><p>qoelab guest: waiting for the trial's page server at <b>10.213.0.1:8080</b>&hellip;</p>
+<script>
+const base = "http://10.213.0.1:8080/";
+async function poll() {
+  try {
+    await fetch(base + "page1.html", {mode: "no-cors", cache: "no-store"});
+    location.replace(base + "page1.html");
+  } catch (e) {
+    setTimeout(poll, 200);
+  }
+}
+poll();
+</script></body></html>
+WAIT
 cat >"$ROOT/usr/local/bin/qoelab-session" <<'SESSION'
 #!/bin/sh
-url=file:///srv/pages/page-001.html
+url=file:///usr/local/share/qoelab/wait.html
 for arg in $(cat /proc/cmdline); do
     case "$arg" in qoelab.url=*) url="${arg#qoelab.url=}" ;; esac
 done
 xset s off -dpms
 xsetroot -solid black
 openbox &
-chromium --no-sandbox --test-type --disable-gpu --disable-background-networking --disable-component-update \
-    --disable-features=Translate,MediaRouter,OptimizationHints --disable-session-crashed-bubble \
-    --disable-smooth-scrolling --noerrdialogs --no-first-run --no-default-browser-check \
-    --password-store=basic --kiosk --window-size=800,600 --window-position=0,0 \
-    --user-data-dir=/tmp/qoelab-chromium "$url" &
+qoelab-kiosk-browser /tmp/qoelab-chromium "$url" &
 browser=$!
 # Poll rather than `xdotool search --sync`: that exits with an X error when one of chromium's
 # startup windows vanishes mid-search, and the ready line was then never written.
@@ -147,6 +164,26 @@ done
 wait "$browser"
 SESSION
 chmod 755 "$ROOT/usr/local/bin/qoelab-session"
+# The browser with the namespace mode's flags (qoelab.rd.desktop.CHROMIUM_FLAGS): both modes render
+# the same pages the same way. Used by the autologin session and by X2Go sessions.
+cat >"$ROOT/usr/local/bin/qoelab-kiosk-browser" <<'BROWSER'
+#!/bin/sh
+# usage: qoelab-kiosk-browser PROFILE_DIR URL
+profile="$1"; url="$2"
+rm -rf "$profile"
+exec chromium --no-sandbox --test-type --disable-gpu --disable-background-networking --disable-component-update \
+    --disable-features=Translate,MediaRouter,OptimizationHints --disable-session-crashed-bubble \
+    --disable-smooth-scrolling --noerrdialogs --no-first-run --no-default-browser-check \
+    --password-store=basic --kiosk --window-size=800,600 --window-position=0,0 \
+    --user-data-dir="$profile" "$url"
+BROWSER
+# X2Go session command (pyhoca-cli -c qoelab-x2go-kiosk): the same start page inside the X2Go agent.
+# python-x2go only runs commands `which` finds on the server and mangles any containing '/'.
+cat >"$ROOT/usr/local/bin/qoelab-x2go-kiosk" <<'X2GO'
+#!/bin/sh
+exec qoelab-kiosk-browser "/tmp/qoelab-x2go-chromium-$$" file:///usr/local/share/qoelab/wait.html
+X2GO
+chmod 755 "$ROOT/usr/local/bin/qoelab-kiosk-browser" "$ROOT/usr/local/bin/qoelab-x2go-kiosk"
 cat >"$ROOT/etc/systemd/system/qoelab-kiosk.service" <<'UNIT'
 [Unit]
 Description=qoelab kiosk (autologin X session of user rd)

@@ -9,6 +9,7 @@ chart shows the point without a bar). See docs/dashboard.md.
 from __future__ import annotations
 
 import csv
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -183,19 +184,44 @@ def aggregate(
     return out
 
 
+def split_params(sweep: Sweep, spec: ChartSpec) -> list[str]:
+    """Swept parameters the chart shows neither as x, series nor facet (e.g. ``server`` in a sweep
+    of namespace vs VM mode): their values are never pooled, each gets its own series."""
+    shown = {spec.x, spec.series, spec.facet}
+    return [k for k in sweep.grid_order if k not in shown and len(sweep.grid.get(k) or []) > 1]
+
+
+def split_aggregate(
+    sweep: Sweep, spec: ChartSpec, where: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """:func:`aggregate` once per combination of :func:`split_params` values, labels suffixed."""
+    splits = split_params(sweep, spec)
+    if not splits:
+        return aggregate(sweep, spec.y, spec.x, spec.series, spec.source, where)
+    labels = {k: series_labels(sweep, k) for k in splits}
+    out = []
+    for combo in itertools.product(*(sorted(labels[k], key=_facet_key) for k in splits)):
+        cond = dict(zip(splits, combo, strict=True))
+        suffix = ", ".join(f"{k} = {labels[k][v]}" for k, v in cond.items())
+        for s in aggregate(sweep, spec.y, spec.x, spec.series, spec.source, {**(where or {}), **cond}):
+            label = suffix if s["label"] == "all trials" else f"{s['label']}, {suffix}"
+            out.append({**s, "label": label})
+    return out
+
+
 def chart_payload(sweep: Sweep, job: JobType | None, spec: ChartSpec) -> dict[str, Any]:
     params = {p.name: p for p in describe_params(job)} if job else {}
     metrics = {m.name: m for m in job.metrics} if job else {}
     x_info = params.get(spec.x)
     metric = metrics.get(spec.y)
-    series = aggregate(sweep, spec.y, spec.x, spec.series, spec.source)
+    series = split_aggregate(sweep, spec)
     # Panels: one per value of the facet parameter, in ascending order, lettered as in the thesis;
     # without a facet a single panel holding every trial (the same numbers as ``series``).
     panels: list[dict[str, Any]] = []
     if spec.facet:
         labels = series_labels(sweep, spec.facet)
         for i, value in enumerate(sorted(labels, key=_facet_key)):
-            panel_series = aggregate(sweep, spec.y, spec.x, spec.series, spec.source, {spec.facet: value})
+            panel_series = split_aggregate(sweep, spec, {spec.facet: value})
             panels.append(
                 {
                     "value": value,

@@ -155,6 +155,9 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         for c in (job.charts if job else ())
         if c.x in sweep.grid  # a preset whose x is not swept here would be a single point
     ]
+    first = sweep.trials.values_list("resolved", flat=True).first() or {}
+    numeric = [p for p in swept if type(first.get(p)) in (int, float)]  # bool is not a number here
+    x_choices = numeric + [p for p in swept if p not in numeric]
     ctx = {
         "sweep": sweep,
         "experiment": sweep.experiment,
@@ -166,7 +169,9 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "presets": presets,
         "trials": _trial_rows(sweep),
         "can_cancel": not progress["finished"] and not sweep.is_cancelled,
-        "default_series": next((p for p in swept[1:]), ""),
+        # x must be a number to draw; series defaults to another swept parameter (e.g. protocol).
+        "x_choices": x_choices,
+        "default_series": next((p for p in x_choices if p != x_choices[0]), "") if x_choices else "",
     }
     return render(request, "dashboard/sweep_detail.html", ctx)
 

@@ -76,6 +76,9 @@ class Trial(models.Model):
     index = models.PositiveIntegerField(help_text="execution order within the sweep")
     params = models.JSONField(help_text="parameters as written (fixed + grid point)")
     resolved = models.JSONField(help_text="parameters in SI units after validation")
+    requires = models.JSONField(
+        default=list, blank=True, help_text="capabilities a host must report to run this trial"
+    )
     repetition = models.PositiveIntegerField(default=0)
     status = models.CharField(
         max_length=10, choices=TrialStatus.choices, default=TrialStatus.PENDING, db_index=True

@@ -99,7 +99,8 @@ def dispatch(report: TickReport, now: datetime, send: Sender) -> None:
     from qoelab_web.celery import host_queue
 
     for host in WorkerHost.objects.alive(now).filter(enabled=True):
-        job_types = jobtypes.runnable_by(host.capability_set())
+        caps = host.capability_set()
+        job_types = jobtypes.runnable_by(caps)
         if not job_types:
             continue
         with transaction.atomic():
@@ -115,6 +116,8 @@ def dispatch(report: TickReport, now: datetime, send: Sender) -> None:
                     status=TrialStatus.PENDING,
                     sweep__cancelled_at__isnull=True,
                     sweep__job_type__in=job_types,
+                    # The trial's own needs (e.g. its protocol's tools): a JSON array contained in caps.
+                    requires__contained_by=sorted(caps),
                 )
                 .order_by("sweep_id", "index")
                 .values_list("pk", flat=True)[:free]

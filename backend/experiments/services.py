@@ -232,8 +232,8 @@ def _map_field(field: str, swept: str | None, index: int, s: _Spec) -> str:
     return top
 
 
-def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
-    """Validate every value, then every grid point; return (params, resolved) per grid point."""
+def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any], list[str]]]:
+    """Validate every value, then every grid point; return (params, resolved, requires) per point."""
     model: type[BaseModel] = s.job.params
     keys = list(s.grid)
     base = {**s.fixed, **{k: s.grid[k][0] for k in keys}}
@@ -268,7 +268,7 @@ def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
         point = dict(zip(keys, combo, strict=True))
         params = {**s.fixed, **point}
         try:
-            resolved = validate_params(model, params).model_dump(mode="json")
+            valid = validate_params(model, params)
         except ParamsInvalid as exc:
             where = ", ".join(f"{k}={v!r}" for k, v in point.items())
             for e in exc.errors:
@@ -276,7 +276,7 @@ def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any]]]:
             if len(errors) >= MAX_ERRORS:
                 break
             continue
-        out.append((params, resolved))
+        out.append((params, valid.model_dump(mode="json"), sorted(s.job.trial_requires(valid))))
     if errors:
         raise SpecError(errors)
     return out
@@ -290,8 +290,8 @@ def create_sweep(spec: Any, user: Any) -> Sweep:
     s = _check_structure(spec, user)
     points = _check_values(s)
 
-    order: list[tuple[int, dict[str, Any], dict[str, Any]]] = [
-        (rep, params, resolved) for rep in range(s.repetitions) for params, resolved in points
+    order: list[tuple[int, dict[str, Any], dict[str, Any], list[str]]] = [
+        (rep, *point) for rep in range(s.repetitions) for point in points
     ]
     if s.order == SweepOrder.RANDOM:
         random.Random(s.seed).shuffle(order)
@@ -330,10 +330,11 @@ def create_sweep(spec: Any, user: Any) -> Sweep:
                     index=i,
                     params=params,
                     resolved=resolved,
+                    requires=requires,
                     repetition=rep,
                     max_attempts=s.job.max_attempts,
                 )
-                for i, (rep, params, resolved) in enumerate(order)
+                for i, (rep, params, resolved, requires) in enumerate(order)
             ],
             batch_size=2000,
         )
@@ -366,20 +367,27 @@ def live_hosts_for(job: JobType):
     return [h for h in WorkerHost.objects.alive().filter(enabled=True) if job.requires <= h.capability_set()]
 
 
-def blocked_reason(job_type: str) -> str | None:
-    """Why pending trials of this job type cannot be dispatched now, or None if some host can."""
+def blocked_reason(job_type: str, trial_requires: list[list[str]] | None = None) -> str | None:
+    """Why pending trials cannot be dispatched now, or None if some host can run some of them.
+
+    ``trial_requires``: the distinct ``Trial.requires`` of the pending trials (e.g. an rd_qoe sweep
+    whose X2Go trials need X2Go tools); without it, the job type's own requirements.
+    """
     job = jobtypes.get_job(job_type)
     if job is None:
         return f"job type {job_type!r} is not registered in this backend (known: {jobtypes.known_names()})"
     hosts = list(WorkerHost.objects.alive().filter(enabled=True))
     if not hosts:
         return f"no live worker (none sent a heartbeat in the last {settings.QOELAB_HEARTBEAT_TIMEOUT} s)"
-    lacking = {h.name: sorted(job.requires - h.capability_set()) for h in hosts}
-    if all(lacking.values()):
-        missing = sorted(set().union(*lacking.values()))
-        detail = "; ".join(f"{name} lacks {', '.join(caps)}" for name, caps in lacking.items())
-        return f"no live worker has capability {', '.join(missing)} ({detail})"
-    return None
+    needs = [job.requires | frozenset(r) for r in (trial_requires or [[]])]
+    for need in needs:
+        lacking = {h.name: sorted(need - h.capability_set()) for h in hosts}
+        if not all(lacking.values()):
+            return None
+    lacking = {h.name: sorted(needs[0] - h.capability_set()) for h in hosts}
+    missing = sorted(set().union(*lacking.values()))
+    detail = "; ".join(f"{name} lacks {', '.join(caps)}" for name, caps in lacking.items())
+    return f"no live worker has capability {', '.join(missing)} ({detail})"
 
 
 def progress(sweep: Sweep) -> dict[str, Any]:
@@ -399,7 +407,9 @@ def progress(sweep: Sweep) -> dict[str, Any]:
     blocked = None
     eta_s = None
     if counts[TrialStatus.PENDING] and not sweep.is_cancelled:
-        blocked = blocked_reason(sweep.job_type)
+        pending = sweep.trials.filter(status=TrialStatus.PENDING).values_list("requires", flat=True)
+        distinct = sorted({tuple(r or ()) for r in pending.distinct()})
+        blocked = blocked_reason(sweep.job_type, [list(r) for r in distinct])
     job = jobtypes.get_job(sweep.job_type)
     if mean_s is not None and remaining and job is not None:
         slots = sum(h.concurrency for h in live_hosts_for(job)) or 1

@@ -197,6 +197,9 @@ QOELAB_HEARTBEAT_TIMEOUT = env_int("QOELAB_HEARTBEAT_TIMEOUT", 60)
 # A trial queued this long without a claim lost its Celery message (Redis restarted, queue purged).
 QOELAB_QUEUED_TIMEOUT = env_int("QOELAB_QUEUED_TIMEOUT", 300)
 QOELAB_MAX_ARTIFACT_BYTES = env_int("QOELAB_MAX_ARTIFACT_BYTES", 2 * 1024**3)
+# Days to keep trial artifacts (captures, logs, videos) before the scheduler deletes them; 0 keeps
+# them forever. Measurements (samples, summaries) and videos a rating campaign uses are never pruned.
+QOELAB_ARTIFACT_RETENTION_DAYS = env_int("QOELAB_ARTIFACT_RETENTION_DAYS", 0, lo=0)
 # Artifact uploads stream to disk above this size instead of being held in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024**2
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("QOELAB_MAX_REQUEST_BYTES", 64 * 1024**2)

@@ -12,12 +12,16 @@ import math
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
+from django.utils import timezone
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from scipy import stats
 
@@ -212,3 +216,62 @@ def aggregate(
         "source": source,
         "series": [{"value": sv, "points": pts} for sv, pts in by_series.items()],
     }
+
+
+@dataclass(frozen=True)
+class PruneReport:
+    """What :func:`prune_artifacts` deleted (or would delete, on a dry run)."""
+
+    artifacts: int
+    bytes: int
+    kept_for_ratings: int
+    missing_files: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.artifacts} artifact(s), {self.bytes / 1e6:.1f} MB; kept {self.kept_for_ratings} used by "
+            f"rating campaigns; {self.missing_files} file(s) already gone"
+        )
+
+
+def prune_artifacts(
+    older_than: timedelta,
+    kinds: list[str] | None = None,
+    *,
+    dry_run: bool = False,
+    now: datetime | None = None,
+) -> PruneReport:
+    """Delete artifacts (file and row) created more than ``older_than`` ago, optionally of some kinds.
+
+    Only the raw files go: samples, series and summaries stay, so charts and CSV exports are
+    unchanged. Videos that a rating campaign's condition points at are kept (a campaign without
+    its videos could not be rated). A file already missing from storage still has its row removed.
+    """
+    cutoff = (now or timezone.now()) - older_than
+    old = Artifact.objects.filter(created__lt=cutoff)
+    if kinds:
+        old = old.filter(kind__in=kinds)
+    used = _artifacts_used_by_ratings()
+    kept = old.filter(pk__in=used).count() if used else 0
+    doomed = list(old.exclude(pk__in=used).only("pk", "file", "size"))
+    total = sum(a.size for a in doomed)
+    missing = 0
+    if not dry_run:
+        for artifact in doomed:
+            if artifact.file and not artifact.file.storage.exists(artifact.file.name):
+                missing += 1
+            elif artifact.file:
+                artifact.file.delete(save=False)
+        Artifact.objects.filter(pk__in=[a.pk for a in doomed]).delete()
+    return PruneReport(len(doomed), total, kept, missing)
+
+
+def _artifacts_used_by_ratings() -> set[int]:
+    # ratings depends on results, not the other way round: look the model up only if installed.
+    if not apps.is_installed("ratings"):
+        return set()
+    condition = apps.get_model("ratings", "Condition")
+    used: set[int] = set()
+    for recording, reference in condition.objects.values_list("recording_id", "reference_id"):
+        used.update(pk for pk in (recording, reference) if pk is not None)
+    return used

@@ -9,70 +9,34 @@ rate queue never drops them.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
-import os
 import random
 import select
 import socket
 import struct
 import subprocess
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from functools import partial
 
 from pyroute2 import IPRoute
 
+from qoelab.emulation.profile import Direction, LinkProfile
+from qoelab.emulation.system import in_netns
 from qoelab.emulation.userspace import UserspaceLink
 
 CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
-CLONE_NEWNET = 0x40000000
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux value; Python does not export it
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
-@contextlib.contextmanager
-def in_netns(name: str) -> Iterator[None]:
-    """Run the block with this thread in namespace `name`; sockets made there stay there."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-        yield
-    finally:
-        _libc.setns(home, CLONE_NEWNET)
-        os.close(home)
-        os.close(target)
-
-
-@dataclass(frozen=True)
-class Dir:
-    """Duck-types qoelab.emulation.profile.Direction (what UserspaceLink reads)."""
-
-    rate_bps: float | None = None
-    delay_s: float = 0.0
-    jitter_s: float = 0.0
-    jitter_dist: str = "uniform"
-    reorder: bool = False
-    loss_pct: float = 0.0
-    gemodel: tuple[float, float, float, float] | None = None
-    limit_pkts: int | None = None
-    limit_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class Prof:
-    up: Dir = field(default_factory=Dir)
-    down: Dir = field(default_factory=Dir)
-    mtu: int = 1500
-    seed: int = 1
+# The real profile types, with defaults so a caller names only what it sets.
+Dir = Direction
+Prof = partial(LinkProfile, up=Direction(), down=Direction(), seed=1)
 
 
 class Pair:
     """Client and server namespaces joined by a UserspaceLink, with big TCP buffers for high BDPs."""
 
-    def __init__(self, prefix: str, profile: Prof) -> None:
+    def __init__(self, prefix: str, profile: LinkProfile) -> None:
         self.cns, self.sns = prefix + "c", prefix + "s"
         self.link = UserspaceLink(self.cns, self.sns, prefix + "t0", prefix + "t1", profile)
         self.cif, self.sif = prefix + "t0", prefix + "t1"

@@ -10,6 +10,10 @@ per-trial means), timeouts, updates where pixel and packet time disagree, and th
 
     sudo .venv/bin/python benchmarks/rd_bench/run.py                 # print the table
     sudo .venv/bin/python benchmarks/rd_bench/run.py --write-docs    # also update docs/rd-benchmark.md
+
+``--servers namespace,vm,vm-cold`` compares the server modes (issue 6): ``vm`` starts each guest from
+the host's saved snapshot, ``vm-cold`` boots it (only at ``--cold-rates``, to measure the boot);
+that table goes to its own block of docs/rd-benchmark.md.
 """
 
 from __future__ import annotations
@@ -36,6 +40,12 @@ from qoelab.rd.bench_cli import bench
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "rd-benchmark.md"
 BEGIN, END = "<!-- rdbench:begin -->", "<!-- rdbench:end -->"
+VM_BEGIN, VM_END = "<!-- rdbench-vm:begin -->", "<!-- rdbench-vm:end -->"
+SERVERS = {
+    "namespace": {},
+    "vm": {"server": "vm", "vm_start": "snapshot"},
+    "vm-cold": {"server": "vm", "vm_start": "cold"},
+}
 
 
 def mean_ci(values: list[float]) -> tuple[float | None, float | None]:
@@ -57,14 +67,22 @@ def fmt(pair: tuple[float | None, float | None], scale: float = 1.0, digits: int
     return text + (f" ± {ci * scale:.{digits}f}" if ci is not None else "")
 
 
-def condition_row(protocol: str, rate: str, trials: list[dict[str, Any]]) -> dict[str, Any]:
+def condition_row(
+    protocol: str, rate: str, trials: list[dict[str, Any]], server: str = "namespace"
+) -> dict[str, Any]:
     ok = [t for t in trials if "error" not in t]
+    vms = [t["vm"] for t in ok if t.get("vm")]
     updates = [u for t in ok for u in t["updates"] if not u["timed_out"] and u["T_ms"] is not None]
     per_trial_t = [t["summary"]["T_ms"] for t in ok if "T_ms" in t["summary"]]
     spread = statistics.stdev(per_trial_t) if len(per_trial_t) > 1 else None
     return {
+        "server": server,
         "protocol": protocol,
         "rate": rate,
+        "vm_ready": mean_ci([v["boot_to_ready_s"] for v in vms]),
+        "vm_restore": mean_ci([v["restore_s"] for v in vms if v.get("restore_s") is not None]),
+        "vm_teardown": mean_ci([v["teardown_s"] for v in vms if v.get("teardown_s") is not None]),
+        "vm_starts": sorted({v["start"] for v in vms}),
         "trials": len(trials),
         "failed": len(trials) - len(ok),
         "updates": len(updates),
@@ -117,11 +135,40 @@ def markdown(rows: list[dict[str, Any]], command: str, meta: dict[str, Any]) -> 
     return "\n".join(lines)
 
 
-def write_docs(table: str) -> None:
+def markdown_servers(rows: list[dict[str, Any]], command: str, meta: dict[str, Any]) -> str:
+    lines = [
+        f"Command: `{command}` ({meta['date']}, kernel {meta['kernel']}, {meta['cores']} cores, "
+        f"{meta['pages']} pages per trial, {meta['repetitions']} repetition(s), delay 10 ms, "
+        f"Q = {meta['quiet']}, P = 0.5 s, thesis settings; guests under {meta['accel']}; "
+        f"wall time {meta['wall_min']:.0f} min).",
+        "",
+        "± is the 95 % CI (Student t) over the updates. *guest ready*: QEMU start to the first page on "
+        "the guest's screen (boot, or snapshot restore + page load); *restore*: QEMU start to the "
+        "restored guest running. Setup includes the guest's start, teardown includes stopping it.",
+        "",
+        "| server | protocol | link | T ms | X KB | X/T Mbit/s | pixel ms | n (timed out / extended) "
+        "| guest ready s | restore s | setup s | teardown s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['server']} | {r['protocol']} | {r['rate']} | {fmt(r['T_updates'])} "
+            f"| {fmt(r['X_updates'], 1e-3, 1)} | {fmt(r['R_updates'], 1e-6, 2)} | {fmt(r['pixel_updates'])} "
+            f"| {r['updates']} ({r['timed_out']} / {r['extended']}) | {fmt(r['vm_ready'], 1, 1)} "
+            f"| {fmt(r['vm_restore'], 1, 2)} | {fmt(r['setup'], 1, 1)} | {fmt(r['teardown'], 1, 1)} |"
+        )
+    for r in rows:
+        if r["failed"]:
+            lines += ["", f"{r['server']} {r['protocol']} {r['rate']}: {r['failed']} trial(s) failed: "
+                      f"{'; '.join(r['errors'])}"]  # fmt: skip
+    return "\n".join(lines)
+
+
+def write_docs(table: str, begin: str = BEGIN, end: str = END) -> None:
     text = DOC.read_text()
-    block = f"{BEGIN}\n{table}\n{END}"
-    if BEGIN in text and END in text:
-        text = text[: text.index(BEGIN)] + block + text[text.index(END) + len(END) :]
+    block = f"{begin}\n{table}\n{end}"
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + block + text[text.index(end) + len(end) :]
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     DOC.write_text(text)
@@ -133,37 +180,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="1mbit,10mbit")
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--pages", type=int, default=5)
-    parser.add_argument("--json-out", type=Path, default=Path(__file__).with_name("last-run.json"))
+    parser.add_argument("--servers", default="namespace", help=f"comma-separated, of {', '.join(SERVERS)}")
+    parser.add_argument("--cold-rates", default="10mbit", help="rates at which vm-cold runs")
+    parser.add_argument("--quiet", default="0.5s", help="Q, the silence that ends an update")
+    parser.add_argument(
+        "--json-out", type=Path, help="default: last-run.json (last-run-servers.json with --servers)"
+    )
     parser.add_argument("--write-docs", action="store_true", help="put the table into docs/rd-benchmark.md")
     args = parser.parse_args(argv)
     if os.geteuid() != 0:
         print("needs root (network namespaces, X servers)", file=sys.stderr)
         return 2
-    protocols, rates = args.protocols.split(","), args.rates.split(",")
-    results: dict[tuple[str, str], list[dict[str, Any]]] = {(p, r): [] for p in protocols for r in rates}
+    protocols, rates, servers = args.protocols.split(","), args.rates.split(","), args.servers.split(",")
+    unknown = [s for s in servers if s not in SERVERS]
+    if unknown:
+        parser.error(f"--servers: unknown {', '.join(unknown)} (known: {', '.join(SERVERS)})")
+    cold_rates = set(args.cold_rates.split(","))
+    conditions = [
+        (server, p, r) for server in servers for p in protocols for r in rates
+        if server != "vm-cold" or r in cold_rates
+    ]  # fmt: skip
+    results: dict[tuple[str, str, str], list[dict[str, Any]]] = {c: [] for c in conditions}
     started = time.monotonic()
+    accel = set()
     for rep in range(args.repetitions):
-        for protocol in protocols:
-            for rate in rates:
-                raw = {"protocol": protocol, "rate": rate, "delay": "10ms", "pages": args.pages,
-                       "seed": 1, "verify_duration": "2s"}  # fmt: skip
-                workdir = Path(tempfile.mkdtemp(prefix="qoelab-rdbench-"))
-                t0 = time.monotonic()
-                try:
-                    doc = bench(raw, workdir)
-                    trial = {"updates": doc["updates"], "summary": doc["summary"], "rep": rep}
-                    s = doc["summary"]
-                    print(f"rep {rep} {protocol:5} {rate:6}: T {s.get('T_ms', float('nan')):7.0f} ms  "
-                          f"X {s.get('bytes_down', float('nan')) / 1e3:6.1f} KB  "
-                          f"timed out {int(s.get('n_timed_out', 0))}  ({time.monotonic() - t0:.0f} s)",
-                          flush=True)  # fmt: skip
-                except QoelabError as err:
-                    trial = {"error": str(err), "rep": rep, "updates": [], "summary": {}}
-                    print(f"rep {rep} {protocol} {rate}: FAILED: {err}", flush=True)
-                finally:
-                    shutil.rmtree(workdir, ignore_errors=True)
-                results[(protocol, rate)].append(trial)
-    rows = [condition_row(p, r, results[(p, r)]) for p in protocols for r in rates]
+        for server, protocol, rate in conditions:
+            raw = {"protocol": protocol, "rate": rate, "delay": "10ms", "pages": args.pages,
+                   "seed": 1, "verify_duration": "2s", "quiet": args.quiet, **SERVERS[server]}  # fmt: skip
+            workdir = Path(tempfile.mkdtemp(prefix="qoelab-rdbench-"))
+            t0 = time.monotonic()
+            try:
+                doc = bench(raw, workdir)
+                vm = doc["provenance"].get("vm")
+                trial = {"updates": doc["updates"], "summary": doc["summary"], "rep": rep, "vm": vm}
+                if vm:
+                    accel.add(vm["accel"])
+                s = doc["summary"]
+                print(f"rep {rep} {server:9} {protocol:5} {rate:6}: "
+                      f"T {s.get('T_ms', float('nan')):7.0f} ms  "
+                      f"X {s.get('bytes_down', float('nan')) / 1e3:6.1f} KB  "
+                      f"timed out {int(s.get('n_timed_out', 0))}  ({time.monotonic() - t0:.0f} s)",
+                      flush=True)  # fmt: skip
+            except QoelabError as err:
+                trial = {"error": str(err), "rep": rep, "updates": [], "summary": {}}
+                print(f"rep {rep} {server} {protocol} {rate}: FAILED: {err}", flush=True)
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+            results[(server, protocol, rate)].append(trial)
+    rows = [condition_row(p, r, results[(sv, p, r)], sv) for sv, p, r in conditions]
     meta = {
         "date": dt.date.today().isoformat(),
         "kernel": platform.release(),
@@ -171,21 +235,27 @@ def main(argv: list[str] | None = None) -> int:
         "pages": args.pages,
         "repetitions": args.repetitions,
         "wall_min": (time.monotonic() - started) / 60,
+        "quiet": args.quiet,
+        "accel": "/".join(sorted(accel)) or "—",
     }
-    command = "sudo .venv/bin/python benchmarks/rd_bench/run.py" + (
-        " --write-docs" if args.write_docs else ""
+    compare = servers != ["namespace"]
+    json_out = args.json_out or Path(__file__).with_name(
+        "last-run-servers.json" if compare else "last-run.json"
     )
-    table = markdown(rows, command, meta)
+    command = " ".join(
+        ["sudo .venv/bin/python benchmarks/rd_bench/run.py", *(argv if argv is not None else sys.argv[1:])]
+    )
+    table = markdown_servers(rows, command, meta) if compare else markdown(rows, command, meta)
     print(table)
-    args.json_out.write_text(
+    json_out.write_text(
         json.dumps(
-            {"meta": meta, "rows": rows, "trials": {f"{p} {r}": t for (p, r), t in results.items()}},
+            {"meta": meta, "rows": rows, "trials": {" ".join(c): t for c, t in results.items()}},
             indent=1,
             default=str,
         )  # fmt: skip
     )
     if args.write_docs:
-        write_docs(table)
+        write_docs(table, *((VM_BEGIN, VM_END) if compare else (BEGIN, END)))
     return 0
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 from datetime import timedelta
@@ -392,3 +393,36 @@ def test_the_trial_page_shows_summary_error_and_artifact_download(
     r = c.get(f"/artifacts/{art.pk}/download/")
     assert r.status_code == 200 and b"".join(r.streaming_content) == b"\xd4\xc3\xb2\xa1"
     assert 'attachment; filename="link.pcap"' in r["Content-Disposition"]
+
+
+def test_a_chart_never_pools_trials_that_differ_in_a_parameter_it_does_not_show(
+    client_for, alice, demo_job
+) -> None:
+    # The custom chart shows rate only; delay is swept too, so each delay keeps its own series
+    # (as server: namespace vs vm does in an rd_qoe sweep of both modes).
+    sweep = _sweep(alice, {"rate": ["1mbit"], "delay": ["10ms", "50ms"]})
+    now = timezone.now()
+    for t in sweep.trials.all():
+        sweep.trials.filter(pk=t.pk).update(status="succeeded", started_at=now, finished_at=now)
+        SummaryValue.objects.create(
+            trial=t, name="goodput_bps", value=1e6 if t.params["delay"] == "10ms" else 5e5
+        )
+    data = client_for(alice).get(f"/sweeps/{sweep.pk}/chart.json?y=goodput_bps&x=rate").json()
+    assert [s["label"] for s in data["series"]] == ["delay = 10ms", "delay = 50ms"]
+    assert [s["points"][0]["mean"] for s in data["series"]] == [1e6, 5e5]
+    assert all(s["points"][0]["n"] == 1 for s in data["series"])
+
+
+def test_the_custom_chart_offers_a_numeric_parameter_as_x_first(client_for, alice, demo_job, monkeypatch):
+    # A grid written protocol-first: x must still default to the rate (a category cannot be an axis).
+    from pydantic import create_model
+
+    params = create_model("P", __base__=DemoParams, kind=(str, "a"))
+    monkeypatch.setitem(REGISTRY, DEMO.name, dataclasses.replace(DEMO, params=params))
+    sweep = _sweep(alice, {"kind": ["a", "b"], "rate": ["1mbit", "2mbit"]})
+    page = client_for(alice).get(f"/sweeps/{sweep.pk}/").content.decode()
+    x_select = page[page.index('<select id="chart-x"') :]
+    x_select = x_select[: x_select.index("</select>")]
+    assert x_select.index('value="rate"') < x_select.index('value="kind"')
+    series = page[page.index('name="series"') :]
+    assert '<option value="kind" selected>' in series[: series.index("</select>")]

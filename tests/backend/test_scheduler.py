@@ -90,6 +90,32 @@ def test_dispatch_respects_capabilities_and_concurrency(sweep_of, make_host, uni
     assert tick().dispatched == {a.host.name: [link_ids[2]]}
 
 
+def test_a_trial_goes_only_to_hosts_with_the_capabilities_its_own_parameters_need(
+    sweep_of, make_host, unique, test_job_types
+):
+    import dataclasses
+
+    from qoelab.jobs import REGISTRY
+
+    # t_link with a per-trial need: X2Go trials need "x2go" on top of the job type's "netem".
+    REGISTRY["t_link"] = dataclasses.replace(
+        test_job_types["t_link"],
+        requires_for=lambda p: frozenset({"x2go"}) if p.protocol == "x2go" else frozenset(),
+    )
+    try:
+        sweep = sweep_of({"protocol": ["vnc", "x2go"]}, fixed={"rate": "1mbit"})
+        plain = make_host(unique("plain"), {"netem": True, "x2go": False}, concurrency=5)
+        by_protocol = dict(sweep.trials.values_list("params__protocol", "requires"))
+        assert by_protocol == {"vnc": ["netem"], "x2go": ["netem", "x2go"]}
+        vnc, x2go = (sweep.trials.get(params__protocol=p).pk for p in ("vnc", "x2go"))
+        assert tick().dispatched == {plain.host.name: [vnc]}
+        assert services.progress(sweep)["blocked"].startswith("no live worker has capability x2go")
+        full = make_host(unique("full"), {"netem": True, "x2go": True}, concurrency=5)
+        assert tick().dispatched == {full.host.name: [x2go]}
+    finally:
+        REGISTRY["t_link"] = test_job_types["t_link"]
+
+
 def test_trials_no_live_worker_can_run_stay_pending_and_the_sweep_says_why(sweep_of, make_host, unique):
     sweep = sweep_of()
     assert "no live worker" in services.progress(sweep)["blocked"]

@@ -72,10 +72,32 @@ def test_settings_carry_only_the_chosen_protocols_values():
     assert settings(protocol="vnc", vnc_quality=7) == {"server": "x11vnc", "compresslevel": 9, "quality": 7}
     assert settings(protocol="spice", spice_image_compression="quic") == {"image_compression": "quic"}
     assert settings(protocol="x2go", x2go_link="lan") == {"link": "lan", "pack": "16m-jpeg-9"}
+    # QEMU's adaptive encoding is a setting of its own VNC server: VM mode only.
+    assert settings(protocol="vnc", server="vm", vnc_qemu_adaptive=False)["qemu_adaptive"] is False
+    assert "qemu_adaptive" not in settings(protocol="vnc")
+    errors = errors_of({"protocol": "vnc", "vnc_qemu_adaptive": False})
+    assert "server vm only" in errors["vnc_qemu_adaptive"], errors
 
 
-def test_it_requires_the_rd_capabilities_of_every_protocol_and_the_link():
-    assert {"netns", "link", "tshark", "rd.vnc.server", "rd.spice.client", "rd.x2go.server"} <= JOB.requires
+def test_a_trial_requires_the_link_and_only_its_own_protocols_tools():
+    def needs(**kw):
+        return JOB.trial_requires(validate_params(JOB.params, kw))
+
+    assert {"netns", "link", "tshark"} <= JOB.requires
+    assert not any(c.startswith("rd.vnc") for c in JOB.requires)
+    assert {"netns", "link", "rd.vnc.server", "rd.vnc.client"} <= needs(protocol="vnc")
+    assert not any(c.startswith(("rd.spice", "rd.x2go")) for c in needs(protocol="vnc"))
+    # VM mode: QEMU and the guest image serve the desktop, the host only needs the client.
+    vm_x2go = needs(protocol="x2go", server="vm")
+    assert {"vm", "nft", "rd.x2go.client"} <= vm_x2go and "rd.x2go.server" not in vm_x2go
+    assert "vm" not in needs(protocol="spice")
+
+
+def test_vm_mode_takes_every_protocol_and_a_start_mode():
+    for protocol in ("vnc", "spice", "x2go"):
+        assert validate_params(JOB.params, {"protocol": protocol, "server": "vm"}).vm_start == "snapshot"
+    errors = errors_of({"protocol": "vnc", "server": "vm", "vm_start": "warm"})
+    assert "vm_start" in errors and "snapshot" in errors["vm_start"], errors
 
 
 def test_its_charts_reproduce_figures_4_6_to_4_8_by_protocol():

@@ -217,7 +217,7 @@ def _emulation_caps() -> tuple[dict[str, bool], dict[str, str]]:
 def detect(probe_kvm: bool = True) -> dict[str, Any]:
     """Host facts, ``capabilities`` {name: bool}, ``reasons`` {name: why False}, ``versions``."""
     caps, reasons = _emulation_caps()
-    for tool, package in (("iperf3", "iperf3"), ("tshark", "tshark")):
+    for tool, package in (("iperf3", "iperf3"), ("tshark", "tshark"), ("nft", "nftables")):
         caps[tool] = shutil.which(tool) is not None
         if not caps[tool]:
             reasons[tool] = f"{tool} is not installed (Debian package '{package}')"

@@ -106,19 +106,24 @@ class ClaimView(WorkerAPIView):
         )
 
 
+def trial_call(request: Any, reply: Any, summary: str, ok: int = 200) -> Any:
+    """The schema of a worker call on one trial: 400 bad body, 404 unknown trial, 409 wrong state."""
+    return extend_schema(
+        tags=WORKER_TAG,
+        request=request,
+        responses={ok: reply, 400: ErrorSerializer, 404: DetailSerializer, 409: DetailSerializer},
+        summary=summary,
+    )
+
+
 class ArtifactUploadView(WorkerAPIView):
     parser_classes = [MultiPartParser, FormParser]
 
-    @extend_schema(
-        tags=WORKER_TAG,
-        request={"multipart/form-data": ArtifactUploadSerializer},
-        responses={
-            201: ArtifactReplySerializer,
-            400: ErrorSerializer,
-            404: DetailSerializer,
-            409: DetailSerializer,
-        },
-        summary="Upload one artifact of a running trial (SHA-256 verified)",
+    @trial_call(
+        {"multipart/form-data": ArtifactUploadSerializer},
+        ArtifactReplySerializer,
+        "Upload one artifact of a running trial (SHA-256 verified)",
+        ok=201,
     )
     def post(self, request: Request, trial_id: int) -> Response:
         ser = ArtifactUploadSerializer(data=request.data)
@@ -150,16 +155,10 @@ class ArtifactUploadView(WorkerAPIView):
 
 
 class LiveReportView(WorkerAPIView):
-    @extend_schema(
-        tags=WORKER_TAG,
-        request=LiveReportSerializer,
-        responses={
-            200: LiveReplySerializer,
-            400: ErrorSerializer,
-            404: DetailSerializer,
-            409: DetailSerializer,
-        },
-        summary="A live_session trial reports its session and screens; the answer says whether to release it",
+    @trial_call(
+        LiveReportSerializer,
+        LiveReplySerializer,
+        "A live_session trial reports its session and screens; the answer says whether to release it",
     )
     def post(self, request: Request, trial_id: int) -> Response:
         from ratings import live  # the ratings app owns the slots; hosts only carries the report
@@ -177,16 +176,10 @@ class LiveReportView(WorkerAPIView):
 
 
 class FinishView(WorkerAPIView):
-    @extend_schema(
-        tags=WORKER_TAG,
-        request=FinishSerializer,
-        responses={
-            200: FinishReplySerializer,
-            400: ErrorSerializer,
-            404: DetailSerializer,
-            409: DetailSerializer,
-        },
-        summary="Record a trial's outcome and result (idempotent; never overwrites a recorded outcome)",
+    @trial_call(
+        FinishSerializer,
+        FinishReplySerializer,
+        "Record a trial's outcome and result (idempotent; never overwrites a recorded outcome)",
     )
     def post(self, request: Request, trial_id: int) -> Response:
         ser = FinishSerializer(data=request.data)

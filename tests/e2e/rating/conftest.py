@@ -39,3 +39,35 @@ def open_live_campaign(
         return campaign, token
 
     return make
+
+
+@pytest.fixture
+def rate_live(lab_stack: Any, chromium_page: Any) -> Callable[..., tuple[Any, dict[str, float]]]:
+    """``rate_live(campaign, go_through, timeout_s)`` -> (the live_session trial, its summary).
+
+    Runs ``go_through()`` (the evaluator's steps in ``chromium_page``), then leaves like an evaluator
+    does, whatever happened: the page closes and the slot is released, so the worker tears the session
+    down at its next report. Waits for the trial to succeed.
+    """
+    from experiments.models import Trial
+    from ratings import live
+    from ratings.models import Evaluator
+    from results.models import SummaryValue
+
+    def run(campaign: Any, go_through: Callable[[], None], timeout_s: float = 60) -> tuple[Any, dict]:
+        try:
+            go_through()
+        finally:
+            chromium_page.close()
+            for ev in Evaluator.objects.filter(campaign=campaign):
+                live.release_for(ev, "test done")
+        trial = Trial.objects.get(sweep__job_type="live_session", sweep__experiment__owner=campaign.owner)
+        lab_stack.wait_for(
+            "the live_session trial to end",
+            lambda: Trial.objects.get(pk=trial.pk).status == "succeeded",
+            timeout_s,
+        )
+        trial.refresh_from_db()
+        return trial, {v.name: v.value for v in SummaryValue.objects.filter(trial_id=trial.pk)}
+
+    return run

@@ -24,27 +24,17 @@ def live_campaign(open_live_campaign: Any) -> tuple[Any, str]:
 
 
 def test_the_evaluator_operates_vnc_through_novnc_across_the_emulated_link_before_the_form_opens(
-    lab_stack: Any, chromium_page: Any, live_campaign: tuple[Any, str], save_screenshot: Any, tmp_path: Path
+    lab_stack: Any,
+    chromium_page: Any,
+    live_campaign: tuple[Any, str],
+    rate_live: Any,
+    save_screenshot: Any,
+    tmp_path: Path,
 ) -> None:
-    from experiments.models import Trial
-    from ratings import live
-    from ratings.models import Evaluator
-
     campaign, token = live_campaign
-    try:
-        _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path)
-    finally:
-        # Leaving releases the slot; the worker sees it at its next report and tears everything down.
-        chromium_page.close()
-        for ev in Evaluator.objects.filter(campaign=campaign):
-            live.release_for(ev, "test done")
-    trial = Trial.objects.get(sweep__job_type="live_session", sweep__experiment__owner=campaign.owner)
-    lab_stack.wait_for(
-        "the live_session trial to end", lambda: Trial.objects.get(pk=trial.pk).status == "succeeded", 60
+    _, summary = rate_live(
+        campaign, lambda: _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path)
     )
-    from results.models import SummaryValue
-
-    summary = {v.name: v.value for v in SummaryValue.objects.filter(trial_id=trial.pk)}
     assert summary["screens"] >= SCREENS, summary
 
 

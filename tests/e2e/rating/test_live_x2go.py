@@ -34,27 +34,19 @@ def x2go_campaign(open_live_campaign: Any) -> tuple[Any, str]:
 
 
 def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_results_say_so(
-    lab_stack: Any, chromium_page: Any, x2go_campaign: tuple[Any, str], save_screenshot: Any, tmp_path: Path
+    lab_stack: Any,
+    chromium_page: Any,
+    x2go_campaign: tuple[Any, str],
+    rate_live: Any,
+    save_screenshot: Any,
+    tmp_path: Path,
 ) -> None:
-    from experiments.models import Trial
-    from ratings import live
-    from ratings.models import Evaluator
-
     campaign, token = x2go_campaign
-    try:
-        _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path)
-    finally:
-        chromium_page.close()
-        for ev in Evaluator.objects.filter(campaign=campaign):
-            live.release_for(ev, "test done")
-    trial = Trial.objects.get(sweep__job_type="live_session", sweep__experiment__owner=campaign.owner)
-    lab_stack.wait_for(
-        "the live_session trial to end", lambda: Trial.objects.get(pk=trial.pk).status == "succeeded", 90
+    trial, summary = rate_live(
+        campaign,
+        lambda: _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path),
+        timeout_s=90,
     )
-    from results.models import SummaryValue
-
-    trial.refresh_from_db()
-    summary = {v.name: v.value for v in SummaryValue.objects.filter(trial_id=trial.pk)}
     assert summary["screens"] >= SCREENS, summary
     assert summary["local_view"] == 1.0, summary
     provenance = trial.provenance

@@ -8,7 +8,6 @@ loaded 2-core VM; the accuracy grid is in benchmarks/link_accuracy.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import json
 import os
@@ -20,8 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import psutil
@@ -30,6 +28,8 @@ from pyroute2 import IPRoute
 from scipy.stats import binomtest
 
 from qoelab.emulation import userspace
+from qoelab.emulation.profile import Direction, LinkProfile
+from qoelab.emulation.system import in_netns
 from qoelab.emulation.userspace import UserspaceLink
 from qoelab.errors import ParameterError, QoelabError
 
@@ -37,27 +37,10 @@ CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
 REPO = Path(__file__).resolve().parents[3]
 
 
-@dataclass(frozen=True)
-class Dir:
-    """Duck-types qoelab.emulation.profile.Direction (the attributes UserspaceLink reads)."""
-
-    rate_bps: float | None = None
-    delay_s: float = 0.0
-    jitter_s: float = 0.0
-    jitter_dist: str = "uniform"
-    reorder: bool = False
-    loss_pct: float = 0.0
-    gemodel: tuple[float, float, float, float] | None = None
-    limit_pkts: int | None = None
-    limit_bytes: int | None = None
-
-
-@dataclass(frozen=True)
-class Prof:
-    up: Dir = field(default_factory=Dir)
-    down: Dir = field(default_factory=Dir)
-    mtu: int = 1500
-    seed: int = 7
+# The real profile types, with defaults so a test names only what it sets (no validation on
+# construction: UserspaceLink.start() validates, which one test relies on).
+Dir = Direction
+Prof = partial(LinkProfile, up=Direction(), down=Direction(), seed=7)
 
 
 def _skip_reason() -> str | None:
@@ -78,7 +61,7 @@ _counter = itertools.count()
 class Pair:
     """A client/server namespace pair joined by a running UserspaceLink."""
 
-    def __init__(self, profile: Prof) -> None:
+    def __init__(self, profile: LinkProfile) -> None:
         n = next(_counter)
         self.prefix = f"qlu{n}{os.getpid() % 100000}"
         self.cns, self.sns = self.prefix + "c", self.prefix + "s"
@@ -114,25 +97,6 @@ class Pair:
     def links(self, ns: str) -> list[str]:
         with in_netns(ns), IPRoute() as ipr:
             return [link.get("ifname") for link in ipr.get_links()]
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-CLONE_NEWNET = 0x40000000
-
-
-@contextlib.contextmanager
-def in_netns(name: str) -> Iterator[None]:
-    """Run the block with this thread in namespace `name` (sockets made there stay there)."""
-    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(target, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-        yield
-    finally:
-        _libc.setns(home, CLONE_NEWNET)
-        os.close(home)
-        os.close(target)
 
 
 def udp_pair(pair: Pair) -> tuple[socket.socket, socket.socket]:
@@ -219,7 +183,7 @@ def test_it_drops_udp_at_the_configured_loss_rate_within_the_binomial_interval()
 
 
 def test_it_loses_packets_in_bursts_under_the_gilbert_elliott_model() -> None:
-    def mean_burst(prof: Prof) -> tuple[float, float]:
+    def mean_burst(prof: LinkProfile) -> tuple[float, float]:
         with Pair(prof) as pair:
             got = set(send_sequence(pair, 4000, gap_s=0.0001))
         lost = [i not in got for i in range(4000)]
@@ -362,12 +326,11 @@ def test_sigkill_of_the_driver_ends_the_emulator_and_its_devices() -> None:
         subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
     driver_src = textwrap.dedent(f"""
         import time
-        from types import SimpleNamespace as NS
+        from qoelab.emulation.profile import Direction, LinkProfile
         from qoelab.emulation.userspace import UserspaceLink
-        d = NS(rate_bps=None, delay_s=0.0, jitter_s=0.0, jitter_dist="uniform", reorder=False,
-               loss_pct=0.0, gemodel=None, limit_pkts=None, limit_bytes=None)
+        d = Direction()
         link = UserspaceLink({cns!r}, {sns!r}, {prefix + "t0"!r}, {prefix + "t1"!r},
-                             NS(up=d, down=d, mtu=1500, seed=1))
+                             LinkProfile(up=d, down=d, mtu=1500, seed=1))
         link.start()
         print(link.pid, flush=True)
         time.sleep(60)

@@ -12,7 +12,15 @@ import pytest
 from qoelab.errors import ParameterError
 from qoelab.vm import guest as vmguest
 from qoelab.vm.image import BUILD_DIR, MissingImageError, input_hash, load_image
-from qoelab.vm.qemu import AcceleratorError, GuestSpec, KvmProbe, choose_accel, kernel_append, qemu_argv
+from qoelab.vm.qemu import (
+    GUEST_MAC,
+    AcceleratorError,
+    GuestSpec,
+    KvmProbe,
+    choose_accel,
+    qemu_argv,
+    vnc_options_for,
+)
 
 
 def spec(tmp_path: Path, **kw) -> GuestSpec:
@@ -27,13 +35,20 @@ def spec(tmp_path: Path, **kw) -> GuestSpec:
 
 def test_it_puts_vnc_and_spice_on_the_server_address_with_auto_glz(tmp_path: Path) -> None:
     argv = qemu_argv(spec(tmp_path))
-    assert argv[argv.index("-vnc") + 1] == "198.18.0.2:0"
+    # lossy=on: QEMU honours the client's JPEG quality (the thesis' "JPEG quality 5").
+    assert argv[argv.index("-vnc") + 1] == "198.18.0.2:0,lossy=on"
     assert (
         argv[argv.index("-spice") + 1]
         == "port=5930,addr=198.18.0.2,disable-ticketing=on,image-compression=auto_glz"
     )
     assert argv[argv.index("-accel") + 1] == "tcg"
     assert argv[argv.index("-cpu") + 1] == "max"
+
+
+def test_a_non_adaptive_vnc_server_is_asked_for_on_the_command_line(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path, vnc_options=vnc_options_for(adaptive=False)))
+    assert argv[argv.index("-vnc") + 1] == "198.18.0.2:0,lossy=on,non-adaptive=on"
+    assert vnc_options_for(adaptive=True) == {"lossy": "on"}
 
 
 def test_it_boots_the_overlay_never_the_base_disk(tmp_path: Path) -> None:
@@ -48,23 +63,38 @@ def test_it_uses_host_cpu_under_kvm_and_omits_disabled_servers(tmp_path: Path) -
     assert "-vnc" not in argv and "-spice" not in argv
 
 
-def test_it_attaches_a_tap_and_the_pages_share_when_asked(tmp_path: Path) -> None:
-    argv = qemu_argv(spec(tmp_path, tap="qvtt", pages_dir=tmp_path))
+def test_it_attaches_a_tap_with_fixed_macs_and_shares_no_host_folder(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path, tap="qvtt"))
     assert "tap,id=net0,ifname=qvtt,script=no,downscript=no" in argv
-    assert f"local,path={tmp_path},mount_tag=pages,security_model=none,readonly=on" in argv
-    assert "-nic" not in argv
+    assert f"virtio-net-pci,netdev=net0,mac={GUEST_MAC}" in argv
+    # No virtio-9p: a shared folder would keep QEMU from saving the VM state (snapshots).
+    assert "-virtfs" not in argv and "-nic" not in argv
 
 
-def test_it_passes_the_kiosk_url_on_the_kernel_command_line(tmp_path: Path) -> None:
-    assert (
-        "qoelab.url=file:///srv/pages/page-002.html"
-        in kernel_append(spec(tmp_path, url="file:///srv/pages/page-002.html")).split()
-    )
+def test_it_restores_a_saved_state_when_given_one(tmp_path: Path) -> None:
+    argv = qemu_argv(spec(tmp_path, incoming=tmp_path / "snap dir" / "state.bin"))
+    assert argv[argv.index("-incoming") + 1] == f"exec:cat '{tmp_path / 'snap dir' / 'state.bin'}'"
+    assert "-incoming" not in qemu_argv(spec(tmp_path))
 
 
-def test_it_rejects_a_url_with_spaces_and_too_little_memory(tmp_path: Path) -> None:
-    with pytest.raises(ParameterError, match="url"):
-        spec(tmp_path, url="file:///a b")
+def test_the_snapshot_key_ignores_ports_and_paths_but_not_the_machine(tmp_path: Path, monkeypatch) -> None:
+    from qoelab.vm import snapshot
+    from qoelab.vm.image import GuestImage
+
+    monkeypatch.setattr(snapshot, "qemu_version", lambda: "QEMU emulator version 7.2.0")
+    image = GuestImage(tmp_path, {"input_hash": "x", "files": {"disk.qcow2": {"sha256": "d1"}}})
+    key = snapshot.snapshot_key(image, "tcg", 1536)
+    assert key == snapshot.snapshot_key(image, "tcg", 1536)
+    assert key != snapshot.snapshot_key(image, "tcg", 2048)
+    assert key != snapshot.snapshot_key(image, "kvm", 1536)
+    other = GuestImage(tmp_path, {"input_hash": "x", "files": {"disk.qcow2": {"sha256": "d2"}}})
+    assert key != snapshot.snapshot_key(other, "tcg", 1536)
+    # What differs between trials (ports, listen address, tap and file names) is not in the machine.
+    machine = snapshot.machine_argv(image, "tcg", 1536)
+    assert "-vnc" not in machine and "-spice" not in machine and "-incoming" not in machine
+
+
+def test_it_rejects_too_little_memory(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="memory_mb: must be 256..16384"):
         spec(tmp_path, memory_mb=128)
 
@@ -196,3 +226,42 @@ def test_the_guest_ready_line_gives_its_uptime(tmp_path: Path) -> None:
     assert vmguest._ready_line(log) == 38.67
     log.write_bytes(b"QOELAB-READY\r\n")
     assert vmguest._ready_line(log) == -1.0
+
+
+def test_the_kvm_answer_is_remembered_until_the_host_reboots(tmp_path: Path, monkeypatch) -> None:
+    calls = []
+
+    def probe(kernel: Path) -> KvmProbe:
+        calls.append(kernel)
+        return KvmProbe(False, "KVM guest printed nothing within 8 s")
+
+    monkeypatch.setattr(vmguest, "PROBE_CACHE", tmp_path / "kvm-probe.json")
+    monkeypatch.setattr(vmguest, "probe_kvm", probe)
+    monkeypatch.setattr(vmguest, "qemu_binary", lambda: "/usr/bin/qemu-system-x86_64")
+    first = vmguest._kvm_probe.__wrapped__("/img/vmlinuz")
+    again = vmguest._kvm_probe.__wrapped__("/img/vmlinuz")
+    assert len(calls) == 1 and not first.usable and not again.usable
+    assert again.reason.startswith("KVM guest printed nothing") and "probed at" in again.reason
+    vmguest._kvm_probe.__wrapped__("/other/vmlinuz")  # another kernel: probed again
+    assert len(calls) == 2
+
+
+def test_only_the_newest_snapshots_are_kept(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from qoelab.vm import snapshot
+
+    monkeypatch.setenv(vmguest.ENV_OVERLAY_DIR, str(tmp_path))
+    for i, key in enumerate(["aaaa", "bbbb", "cccc"]):
+        d = snapshot.snapshot_root() / key
+        d.mkdir(parents=True)
+        (d / "disk.qcow2").write_bytes(b"")
+        (d / "state.bin").write_bytes(b"")
+        (d / "meta.json").write_text(
+            json.dumps({"key": key, "accel": "tcg", "memory_mb": 1536, "created_at": i})
+        )
+    (snapshot.snapshot_root() / "half.tmp").mkdir()  # being saved: not a snapshot, never pruned here
+    removed = snapshot.prune_snapshots(keep=2)
+    assert [Path(r).name for r in removed] == ["aaaa"]
+    assert sorted(p.name for p in snapshot.snapshot_root().iterdir()) == ["bbbb", "cccc", "half.tmp"]
+    assert snapshot.load_snapshot("cccc").memory_mb == 1536 and snapshot.load_snapshot("aaaa") is None

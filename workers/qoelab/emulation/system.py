@@ -137,32 +137,38 @@ def create_netns(name: str) -> None:
 
 
 @contextlib.contextmanager
-def iproute_in(name: str | None = None) -> Iterator[Any]:
-    """An IPRoute socket bound to namespace ``name`` (None: this one).
+def in_netns(name: str) -> Iterator[None]:
+    """Run the block with this thread (only) in namespace ``name``; sockets made there stay there.
 
-    The socket is opened after switching only this thread into the namespace and back: no fork,
-    so it is safe while other threads (the emulator's output readers, Celery) run.
+    No fork, so it is safe while other threads (the emulator's output readers, Celery) run.
     """
+    own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+    try:
+        target = os.open(NETNS_DIR / name, os.O_RDONLY)
+    except FileNotFoundError:
+        os.close(own)
+        raise OSError(f"network namespace {name} does not exist") from None
+    try:
+        _setns(target)
+        try:
+            yield
+        finally:
+            _setns(own)
+    finally:
+        os.close(target)
+        os.close(own)
+
+
+@contextlib.contextmanager
+def iproute_in(name: str | None = None) -> Iterator[Any]:
+    """An IPRoute socket bound to namespace ``name`` (None: this one), opened via :func:`in_netns`."""
     from pyroute2 import IPRoute
 
     if name is None:
         ipr = IPRoute()
     else:
-        own = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
-        try:
-            target = os.open(NETNS_DIR / name, os.O_RDONLY)
-        except FileNotFoundError:
-            os.close(own)
-            raise OSError(f"network namespace {name} does not exist") from None
-        try:
-            _setns(target)
-            try:
-                ipr = IPRoute()
-            finally:
-                _setns(own)
-        finally:
-            os.close(target)
-            os.close(own)
+        with in_netns(name):
+            ipr = IPRoute()
     try:
         yield ipr
     finally:

@@ -10,6 +10,7 @@ MSS/RTT * sqrt(3/2) / sqrt(p) tells what standard TCP can reach on the path at a
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import statistics
@@ -27,6 +28,9 @@ IPERF_PORT = 5201
 TCP_OVERHEAD = 52  # IPv4 20 + TCP 20 + timestamps 12: MSS = MTU - 52 on Linux
 UDP_PAYLOAD = 200  # bytes per probe datagram
 PROBE_MAX_BPS = 2e6
+UDP_SETUP_LOST = "unable to read from stream socket"  # iperf3's error when its UDP handshake is lost
+UDP_SETUP_ATTEMPTS = 3
+log = logging.getLogger("qoelab.emulation")
 _PING_TIME = re.compile(r"icmp_seq=(\d+) .*time=([\d.]+) ms")
 
 
@@ -104,7 +108,17 @@ def _udp_loss(link: EmulatedLink, duration_s: float, reverse: bool, rate_bps: fl
     args = ["-u", "-b", f"{int(probe_bps)}", "-l", str(UDP_PAYLOAD), "-t", f"{duration_s:g}"]
     args += ["-R"] if reverse else []
     rtt = link.profile.up.delay_s + link.profile.down.delay_s
-    data = _iperf(link, args, timeout=duration_s + 20 + 10 * rtt)
+    for attempt in range(1, UDP_SETUP_ATTEMPTS + 1):
+        try:
+            data = _iperf(link, args, timeout=duration_s + 20 + 10 * rtt)
+            break
+        except RuntimeError as err:
+            # iperf3 opens a UDP stream with one datagram each way and no retransmission
+            # (esnet/iperf#862): on a lossy link that handshake is lost now and then. That is
+            # not a measurement, so try again; any other failure is reported at once.
+            if UDP_SETUP_LOST not in str(err) or attempt == UDP_SETUP_ATTEMPTS:
+                raise
+            log.info("iperf3 UDP stream setup lost on the emulated link (try %d): retrying", attempt)
     s = data["end"]["sum"]
     total, lost = int(s.get("packets", 0)), int(s.get("lost_packets", 0))
     lo, hi = binomial_ci(lost, total)
@@ -114,6 +128,7 @@ def _udp_loss(link: EmulatedLink, duration_s: float, reverse: bool, rate_bps: fl
         "lost": lost,
         "loss_pct": 100 * lost / total if total else None,
         "ci95_pct": [lo, hi],
+        "attempts": attempt,
     }
 
 

@@ -125,3 +125,9 @@ class JobType:
     charts: tuple[ChartSpec, ...] = ()
     timeout_s: int = 600  # hard limit per trial attempt
     max_attempts: int = 2
+    # Capabilities one trial needs, from its parameters (e.g. only its protocol's tools); at least
+    # ``requires``. Without it every trial needs exactly ``requires``.
+    requires_for: Callable[[Any], frozenset[str]] | None = None
+
+    def trial_requires(self, params: BaseModel) -> frozenset[str]:
+        return self.requires | (self.requires_for(params) if self.requires_for else frozenset())

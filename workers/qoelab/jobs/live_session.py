@@ -23,6 +23,7 @@ from qoelab.emulation.profile import LinkParams
 from qoelab.errors import QoelabError
 from qoelab.jobs import register
 from qoelab.jobs.base import JobType, Metric, TrialContext, TrialResult
+from qoelab.jobs.rd_qoe import PROTOCOL_CAPS
 
 TIMEOUT_S = 3600
 # The control channel: called with {"session": {...}} once, then with {"pages_seen", "alive", "error"}
@@ -164,6 +165,12 @@ JOB = register(
         ),
         params=LiveSessionParams,
         requires=frozenset({"netns", "link", "rd.desktop"}),
+        # The session's server, and for X2Go its native client (the others' client is the browser).
+        requires_for=lambda params: (
+            PROTOCOL_CAPS[params.protocol]
+            if params.protocol == "x2go"
+            else frozenset({f"rd.{params.protocol}.server"})
+        ),
         run=run,
         metrics=(
             Metric("setup_s", "setup time", "s"),

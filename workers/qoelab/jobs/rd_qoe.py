@@ -32,17 +32,12 @@ PROTOCOL_CAPS: dict[str, frozenset[str]] = {
     "x2go": frozenset({"rd.x2go.server", "rd.x2go.client"}),
 }
 COMMON_CAPS = frozenset({"netns", "link", "iperf3", "tshark", "rd.desktop", "rd.input"})
-SPICE_IMAGE_COMPRESSION = ("auto_glz", "auto_lz", "quic", "glz", "lz", "off")
-X2GO_LINKS = ("modem", "isdn", "adsl", "wan", "lan")
-# An update whose pixel time and packet time differ by more than this is flagged (``disagree``).
-DISAGREE_MS = 500.0
-# Fixed costs of a trial besides the clicks: desktop + viewer start (X2Go's SSH login is the
-# slowest, ~12 s), teardown, the link verification's pings and UDP probes.
-SETUP_BUDGET_S = 60.0
-# server == "vm": KVM probe + guest boot to the first page under TCG (~60 s measured), with margin.
-VM_SETUP_BUDGET_S = 300.0
-TIMEOUT_S = 1800  # the job type's hard limit per trial attempt
-RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `record` is on
+# server vm: QEMU and the guest image instead of the namespace desktop's servers (the guest has them).
+VM_CAPS: dict[str, frozenset[str]] = {
+    "vnc": frozenset({"vm", "rd.vnc.client"}),
+    "spice": frozenset({"vm", "rd.spice.client"}),
+    "x2go": frozenset({"vm", "nft", "rd.x2go.client"}),
+}
 
 
 class RdQoeParams(LinkParams):
@@ -51,7 +46,13 @@ class RdQoeParams(LinkParams):
     protocol: Literal["vnc", "spice", "x2go"] = Field(description="remote-desktop protocol")
     server: Literal["namespace", "vm"] = Field(
         default="namespace",
-        description="where the desktop runs: the server network namespace, or a QEMU guest (vnc/spice) in it",
+        description="where the desktop runs: the server network namespace, or a QEMU guest in it "
+        "(VNC and SPICE by QEMU itself, X2Go by x2goserver in the guest)",
+    )
+    vm_start: Literal["snapshot", "cold"] = Field(
+        default="snapshot",
+        description="server vm: restore the guest from the host's saved state (made once per host and "
+        "image), or boot it for every trial",
     )
     seed: int = Field(default=1, ge=0, le=2**31 - 1, description="workload pages and link PRNG seed")
     quiet: p.Duration(0.05, 10.0) = Field(  # type: ignore[valid-type]
@@ -74,6 +75,11 @@ class RdQoeParams(LinkParams):
     vnc_server: Literal["x11vnc", "tigervnc"] = Field(
         default="x11vnc", description="VNC server program (x11vnc on Xvfb, or TigerVNC Xvnc)"
     )
+    vnc_qemu_adaptive: bool = Field(
+        default=True,
+        description="server vm, VNC: QEMU's adaptive tight encoding (its default: JPEG only for areas that "
+        "change often, so slow-motion updates go lossless); false adds -vnc non-adaptive=on",
+    )
     vnc_compresslevel: int = Field(default=9, ge=0, le=9, description="TightVNC viewer -compresslevel")
     vnc_quality: int = Field(default=5, ge=0, le=9, description="TightVNC viewer JPEG -quality")
     spice_image_compression: Literal["auto_glz", "auto_lz", "quic", "glz", "lz", "off"] = Field(
@@ -92,19 +98,12 @@ class RdQoeParams(LinkParams):
             raise ValueError(f"must be an NX pack method such as 16m-jpeg-9, got {value!r}")
         return value
 
-    @field_validator("server")
+    @field_validator("vnc_qemu_adaptive")
     @classmethod
-    def _vm_serves_vnc_and_spice(cls, server: str, info: ValidationInfo) -> str:
-        if server == "vm" and info.data.get("protocol") == "x2go":
-            raise ValueError("vm mode supports protocol vnc and spice so far (x2go: use server namespace)")
-        return server
-
-    @field_validator("record")
-    @classmethod
-    def _no_recordings_in_vm_mode(cls, record: bool, info: ValidationInfo) -> bool:
-        if record and info.data.get("server") == "vm":
-            raise ValueError("recordings are not available with server vm yet")
-        return record
+    def _adaptive_is_a_qemu_setting(cls, adaptive: bool, info: ValidationInfo) -> bool:
+        if not adaptive and info.data.get("server") != "vm":
+            raise ValueError("applies to server vm only (QEMU's own VNC server)")
+        return adaptive
 
     @field_validator("pages")
     @classmethod
@@ -132,11 +131,32 @@ class RdQoeParams(LinkParams):
     def settings(self) -> dict[str, Any]:
         """The protocol's settings for ``run_bench`` (only the chosen protocol's are used)."""
         if self.protocol == "vnc":
+            qemu = {"qemu_adaptive": self.vnc_qemu_adaptive} if self.server == "vm" else {}
             return {"server": self.vnc_server, "compresslevel": self.vnc_compresslevel,
-                    "quality": self.vnc_quality}  # fmt: skip
+                    "quality": self.vnc_quality, **qemu}  # fmt: skip
         if self.protocol == "spice":
             return {"image_compression": self.spice_image_compression}
         return {"link": self.x2go_link, "pack": self.x2go_pack}
+
+
+def requires_for(params: RdQoeParams) -> frozenset[str]:
+    """What a host must report to run this trial: the protocol's tools, or VM mode's."""
+    caps = VM_CAPS if params.server == "vm" else PROTOCOL_CAPS
+    return COMMON_CAPS | caps[params.protocol]
+
+
+SPICE_IMAGE_COMPRESSION = ("auto_glz", "auto_lz", "quic", "glz", "lz", "off")
+X2GO_LINKS = ("modem", "isdn", "adsl", "wan", "lan")
+# An update whose pixel time and packet time differ by more than this is flagged (``disagree``).
+DISAGREE_MS = 500.0
+# Fixed costs of a trial besides the clicks: desktop + viewer start (X2Go's SSH login is the
+# slowest, ~12 s), teardown, the link verification's pings and UDP probes.
+SETUP_BUDGET_S = 60.0
+# server == "vm": KVM probe + guest boot to the first page under TCG (~60 s measured), with margin.
+VM_SETUP_BUDGET_S = 300.0
+TIMEOUT_S = 1800  # the job type's hard limit per trial attempt
+GUEST_LOGS = (".log", ".err", ".png")  # VM mode: console log, QEMU's stderr, the last screen
+RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `record` is on
 
 
 def _mean(values: list[float]) -> float | None:
@@ -236,11 +256,15 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 settings=params.settings(),
                 log=ctx.log,
                 prefix=ctx.prefix,
-                **({"record": params.record} if params.server == "namespace" else {}),
+                record=params.record,
+                **({"start": params.vm_start} if params.server == "vm" else {}),
             )
     finally:
         # Logs go up with a failed trial too (the runner uploads ctx.artifacts whatever happens).
-        for path in [*sorted((trial_dir / "logs").glob("*")), log_path]:
+        # VM mode: the guest's console log, QEMU's stderr and its last screen (a guest that never
+        # got ready fails the trial with the console's tail; the whole log is here).
+        guest_files = [f for f in sorted((trial_dir / "vm").glob("*")) if f.suffix in GUEST_LOGS]
+        for path in [*sorted((trial_dir / "logs").glob("*")), *guest_files, log_path]:
             if path.is_file():
                 ctx.add_artifact(path, "image" if path.suffix == ".png" else "log")
     verification["emulator_stats"] = link.emulator_stats or None
@@ -305,7 +329,8 @@ JOB = register(
         "workload pages one update at a time and the client-side capture gives per update the response "
         "time T, the transferred bytes X and X/T (thesis ch. 4), with the screen's own settling time beside.",
         params=RdQoeParams,
-        requires=COMMON_CAPS | PROTOCOL_CAPS["vnc"] | PROTOCOL_CAPS["spice"] | PROTOCOL_CAPS["x2go"],
+        requires=COMMON_CAPS,
+        requires_for=requires_for,
         run=run,  # type: ignore[arg-type]
         metrics=(
             Metric("T_ms", "response time T (mean)", "ms"),

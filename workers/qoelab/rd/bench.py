@@ -16,13 +16,14 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
 from qoelab.rd.capture import Capture, PayloadWatch
 from qoelab.rd.clients import fit_viewer_window, resolve_settings, start_viewer
-from qoelab.rd.desktop import PROTOCOLS, find_x2go_agent_display, start_server_side
+from qoelab.rd.desktop import PROTOCOLS, ServerSide, find_x2go_agent_display, start_server_side
 from qoelab.rd.display import Display, start_xvfb
 from qoelab.rd.driver import DriverParams, drive
 from qoelab.rd.procs import ProcSet, SetupError, require_tool, wait_for
@@ -112,6 +113,95 @@ def calibrate(
     return (int(offset[0]), int(offset[1])), info
 
 
+@dataclass
+class ClientRun:
+    """What the client side of a trial produced: the clicks, the page -> screen mapping, a recorder."""
+
+    clicks: list = field(default_factory=list)
+    mapping: dict[str, Any] = field(default_factory=dict)
+    recorder: Any = None
+
+
+def measure_client_side(
+    procs: ProcSet, protocol: str, server: ServerSide, server_display: Callable[[], Display | None],
+    client_ns: str, client_if: str, server_ip: str, settings: dict[str, Any], workdir: Path,
+    manifest: Manifest, params: DriverParams, setup_timeout_s: float, *, record: bool, prefix: str,
+    timings: dict[str, float], t0: float, on_step: Callable[[int], None] | None, log: logging.Logger,
+) -> ClientRun:  # fmt: skip
+    """The client half of a trial, the same whatever serves the desktop (namespace or VM).
+
+    Starts the client display and the viewer, maps page coordinates to the client screen, then
+    clicks through the pages under capture (and a screen recording when ``record``). Stops the
+    watch, the capture and the recorder itself; the viewer stays in ``procs`` for the caller.
+    ``server_display`` is asked after the viewer is up (pointer calibration; None: visual only).
+    """
+    from qoelab.rd import record as rec_mod
+
+    run = ClientRun()
+    watch: PayloadWatch | None = None
+    capture: Capture | None = None
+    client = start_xvfb(procs, *CLIENT_SCREEN, ns=client_ns, name="client-xvfb")
+    viewer = start_viewer(procs, protocol, client_ns, client, server, settings, workdir)
+    wait_for(
+        f"{protocol} viewer showing the first page on {client.name}",
+        lambda: find_link(client.grab()),
+        setup_timeout_s,
+        proc=viewer,
+        poll=0.3,
+    )
+    fitted = fit_viewer_window(protocol, client)
+    if fitted is not None:
+        time.sleep(1.0)  # the viewer redraws at the new size
+    offset, run.mapping = calibrate(client, server_display(), manifest)
+    if fitted is not None:
+        run.mapping["fitted_window"] = fitted
+    log.info("%s: page -> client offset %s (%s)", prefix, offset, run.mapping.get("used"))
+    try:
+        if record:
+            # The viewer's 800x600 desktop area of the client screen, the size of the reference.
+            run.recorder = rec_mod.Recording(
+                client, workdir / "recording.raw.mkv", prefix, workdir / "logs" / "ffmpeg-recording.log",
+                region=(offset[0], offset[1], *rec_mod.SIZE),
+            ).start()  # fmt: skip
+        watch = PayloadWatch(client_ns, client_if, server_ip).start()
+        capture = Capture(procs, client_ns, client_if, workdir / "capture.pcap")
+        capture.start()
+        # Start measuring from a quiet link: the calibration moves left traffic behind.
+        watch.wait_quiet(params.quiet_s, timeout=10)
+        recorder = run.recorder
+        if recorder is not None and recorder.start_epoch is not None:
+            # Evaluators see the first page for a moment before the first click.
+            time.sleep(max(0.0, recorder.start_epoch + rec_mod.LEAD_S - time.time()))
+        timings["setup_s"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        run.clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
+        # The last update's tail must be in the file before dumpcap stops.
+        time.sleep(min(0.5, params.quiet_s))
+        timings["run_s"] = time.monotonic() - t1
+        if recorder is not None:
+            time.sleep(rec_mod.TAIL_S)
+            recorder.stop_epoch = time.time()
+    finally:
+        if run.recorder is not None:
+            run.recorder.stop()  # also on failure: ffmpeg must not outlive the trial
+        if watch is not None:
+            watch.stop()
+        if capture is not None:
+            capture.stop()
+    return run
+
+
+def add_recordings(
+    result: dict[str, Any], run: ClientRun, workdir: Path, prefix: str, log: logging.Logger,
+    timings: dict[str, float],
+) -> None:  # fmt: skip
+    """With a recorder: encode the recording and render the reference into ``result["recordings"]``."""
+    if run.recorder is None:
+        return
+    result["recordings"] = _recordings(run.recorder, result["clicks"], workdir, prefix, log, timings)
+    result["artifacts"] += [p for v in result["recordings"].get("files", {}).values() for p in v]
+
+
 def _recordings(
     recorder: Any, clicks: list[dict[str, Any]], workdir: Path, prefix: str, log: logging.Logger,
     timings: dict[str, float],
@@ -175,21 +265,12 @@ def run_bench(
     params.validate()
     merged = resolve_settings(protocol, settings)
     if record:
-        from qoelab.rd import record as rec_mod
-
         require_tool("ffmpeg", "ffmpeg")  # say so before a session is started, not after it
     prefix = prefix or _prefix_of(server_ns, client_ns)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     procs = ProcSet(prefix, workdir / "logs")
-    capture: Capture | None = None
-    watch: PayloadWatch | None = None
-    recorder = None
-    clicks: list = []
     timings: dict[str, float] = {}
-    mapping: dict[str, Any] = {}
-    pcap = workdir / "capture.pcap"
-    clicks_path = workdir / "clicks.json"
     t0 = time.monotonic()
     try:
         # Pages: N distinct pages cycle, so N clicks show every page once (the last links to page 1).
@@ -208,61 +289,24 @@ def run_bench(
         log.info(
             "%s: %s server up on %s:%d, pages at %s", prefix, protocol, server_ip, server.port, server.url
         )
-        client = start_xvfb(procs, *CLIENT_SCREEN, ns=client_ns, name="client-xvfb")
-        viewer = start_viewer(procs, protocol, client_ns, client, server, merged, workdir)
-        wait_for(
-            f"{protocol} viewer showing the first page on {client.name}",
-            lambda: find_link(client.grab()),
-            SETUP_TIMEOUT_S[protocol],
-            proc=viewer,
-            poll=0.3,
-        )
-        fitted = fit_viewer_window(protocol, client)
-        if fitted is not None:
-            time.sleep(1.0)  # the viewer redraws at the new size
-        server_display = server.display
-        if protocol == "x2go":
+
+        def server_display() -> Display | None:
+            if protocol != "x2go":
+                return server.display
+            # The X2Go agent's display exists once the client has connected.
             try:
                 inode = os.stat(f"/run/netns/{server_ns}").st_ino
             except OSError:
                 inode = None
-            server_display = find_x2go_agent_display(inode)
-        offset, mapping = calibrate(client, server_display, manifest)
-        if fitted is not None:
-            mapping["fitted_window"] = fitted
-        log.info("%s: page -> client offset %s (%s)", prefix, offset, mapping.get("used"))
-        if record:
-            # The viewer's 800x600 desktop area of the client screen, the size of the reference.
-            recorder = rec_mod.Recording(
-                client, workdir / "recording.raw.mkv", prefix, workdir / "logs" / "ffmpeg-recording.log",
-                region=(offset[0], offset[1], *rec_mod.SIZE),
-            ).start()  # fmt: skip
-        watch = PayloadWatch(client_ns, client_if, server_ip).start()
-        capture = Capture(procs, client_ns, client_if, pcap)
-        capture.start()
-        # Start measuring from a quiet link: the calibration moves left traffic behind.
-        watch.wait_quiet(quiet_s, timeout=10)
-        if recorder is not None and recorder.start_epoch is not None:
-            # Evaluators see the first page for a moment before the first click.
-            time.sleep(max(0.0, recorder.start_epoch + rec_mod.LEAD_S - time.time()))
-        timings["setup_s"] = time.monotonic() - t0
-        t1 = time.monotonic()
-        clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
-        # The last update's tail must be in the file before dumpcap stops.
-        time.sleep(min(0.5, quiet_s))
-        timings["run_s"] = time.monotonic() - t1
-        if recorder is not None:
-            time.sleep(rec_mod.TAIL_S)
-            recorder.stop_epoch = time.time()
-            recorder.stop()
+            return find_x2go_agent_display(inode)
+
+        run = measure_client_side(
+            procs, protocol, server, server_display, client_ns, client_if, server_ip, merged, workdir,
+            manifest, params, SETUP_TIMEOUT_S[protocol], record=record, prefix=prefix, timings=timings,
+            t0=t0, on_step=on_step, log=log,
+        )  # fmt: skip
     finally:
         t2 = time.monotonic()
-        if recorder is not None:
-            recorder.stop()  # a failed run: ffmpeg must not outlive the trial
-        if watch is not None:
-            watch.stop()
-        if capture is not None:
-            capture.stop()
         procs.stop_all()
         for profile in workdir.glob("chromium-profile-*"):
             shutil.rmtree(profile, ignore_errors=True)  # browser state, not a result
@@ -273,32 +317,51 @@ def run_bench(
             # Expected for X2Go (the session's processes are sshd's children, not ours).
             log.info("%s: cleanup removed %s", prefix, ", ".join(leftovers))
         timings["teardown_s"] = time.monotonic() - t2
+    result = base_result(protocol, merged, run, workdir, procs, package_versions(protocol), timings)
+    add_recordings(result, run, workdir, prefix, log, timings)
+    return analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
+
+
+def base_result(
+    protocol: str, settings: dict[str, Any], run: ClientRun, workdir: Path, procs: ProcSet,
+    versions: dict[str, Any], timings: dict[str, float],
+) -> dict[str, Any]:  # fmt: skip
+    """The result document before analysis; saves clicks.json and manifest.json beside the capture."""
     from qoelab.rd.clicks import save_clicks
 
-    save_clicks(clicks_path, clicks)
-    result: dict[str, Any] = {
+    clicks, mapping = run.clicks, run.mapping
+    save_clicks(workdir / "clicks.json", clicks)
+    (workdir / "manifest.json").write_text((workdir / "pages" / "manifest.json").read_text())
+    return {
         "protocol": protocol,
-        "settings": merged,
+        "settings": settings,
         "clicks": [c.to_json() for c in clicks],
         "mapping": mapping,
-        "artifacts": [str(pcap), str(clicks_path), *(str(p) for p in procs.logs())],
-        "versions": package_versions(protocol),
+        "artifacts": [
+            str(workdir / "capture.pcap"), str(workdir / "clicks.json"), *(str(p) for p in procs.logs()),
+            str(workdir / "manifest.json"),
+        ],
+        "versions": versions,
         "timings": timings,
         "updates": None,
         "summary": None,
-    }
-    (workdir / "manifest.json").write_text((workdir / "pages" / "manifest.json").read_text())
-    result["artifacts"].append(str(workdir / "manifest.json"))
-    if recorder is not None:
-        result["recordings"] = _recordings(recorder, result["clicks"], workdir, prefix, log, timings)
-        result["artifacts"] += [p for v in result["recordings"].get("files", {}).values() for p in v]
+    }  # fmt: skip
+
+
+def analyze_into(
+    result: dict[str, Any], workdir: Path, clicks: list, server_ip: str, quiet_s: float,
+    update_timeout_s: float,
+) -> dict[str, Any]:  # fmt: skip
+    """Packet analysis of ``capture.pcap`` into ``result`` (updates, summary), written to result.json."""
     try:
         from qoelab.rd import analysis
     except ImportError as err:  # the analysis module is optional for the driver itself
         result["analysis_error"] = f"packet analysis not available: {err}"
         return result
     server_ep = analysis.parse_endpoint(server_ip)
-    analyzed = analysis.analyze(pcap, clicks, server=server_ep, quiet_s=quiet_s, timeout_s=update_timeout_s)
+    analyzed = analysis.analyze(
+        workdir / "capture.pcap", clicks, server=server_ep, quiet_s=quiet_s, timeout_s=update_timeout_s
+    )
     doc = analyzed.to_json()
     by_index = {c.index: c for c in clicks}
     for update in doc.get("updates") or []:

@@ -27,6 +27,8 @@ from qoelab.rd.analyze_cli import get_or_create_rd_parser
 
 # Flags -> rd_qoe parameters (the parameter model checks values, units and bounds).
 PARAM_FLAGS = {
+    "server": "namespace (default) or vm: the desktop in a QEMU guest (make vm-image first)",
+    "vm_start": "with --server vm: snapshot (default; made once per host) or cold (boot every trial)",
     "rate": "bottleneck rate, both directions (e.g. 1mbit; default: unshaped)",
     "delay": "one-way delay (e.g. 10ms)",
     "loss": "random loss per packet (e.g. 0.5%%)",
@@ -146,6 +148,16 @@ def print_table(doc: dict[str, Any]) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    vm = doc.get("provenance", {}).get("vm")
+    if vm:
+        restore = f", restore {vm['restore_s']} s" if vm.get("restore_s") is not None else ""
+        console.print(
+            f"guest: {vm['accel']} ({vm['accel_reason']}), {vm['start']} start{restore}, ready after "
+            f"{vm['boot_to_ready_s']} s, teardown {vm['teardown_s']} s"
+            + (f"; snapshot not used: {vm['snapshot_error']}" if vm.get("snapshot_error") else ""),
+            highlight=False,
+            soft_wrap=True,
+        )
     if doc.get("kept"):
         console.print(f"files kept in {doc['kept']}", highlight=False)
 

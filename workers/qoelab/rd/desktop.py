@@ -104,12 +104,13 @@ class ServerSide:
     info: dict[str, Any] = field(default_factory=dict)
 
 
-def serve_pages(procs: ProcSet, ns: str, ip: str, pages_dir: Path, timeout: float = 10) -> tuple[Proc, int]:
-    """``python3 -m http.server`` on a kernel-chosen port of the server address; returns the port."""
+def serve_pages(
+    procs: ProcSet, ns: str, ip: str, pages_dir: Path, timeout: float = 10, port: int = 0
+) -> tuple[Proc, int]:
+    """``python3 -m http.server`` on ``ip`` (port 0: the kernel picks one); returns the port."""
     python = require_tool("python3", "python3")
-    proc = procs.spawn(
-        "http", [python, "-u", "-m", "http.server", "0", "--bind", ip, "--directory", str(pages_dir)], ns=ns
-    )
+    argv = [python, "-u", "-m", "http.server", str(port), "--bind", ip, "--directory", str(pages_dir)]
+    proc = procs.spawn("http", argv, ns=ns)
 
     def port() -> int | None:
         m = re.search(r"port (\d+)", proc.log_tail(5))

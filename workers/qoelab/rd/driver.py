@@ -8,7 +8,9 @@ earlier) and clicks. The update is finished when
 
 * no server -> client payload arrived for the quiet time Q (live AF_PACKET watch), and
 * the client screen has not changed for S (screenshots every 50 ms; the time of its last change
-  is ``pixel_stable_t``).
+  is ``pixel_stable_t``), and
+* the screen no longer shows the page clicked on (its link where it was); a guest slowed down by
+  emulation may react to the click with a small change and only seconds later draw the page.
 
 A click whose update does not finish within the per-update timeout is kept, marked timed_out.
 """
@@ -58,6 +60,19 @@ def identify_page(manifest: Manifest, found: Rect, offset: tuple[int, int]) -> i
     return best
 
 
+def _still_on(client: Display, manifest: Manifest, offset: tuple[int, int], page: int) -> bool:
+    """True when the screen confidently shows ``page`` (its link where it should be).
+
+    A link that is not found, matches no page, or sits where the next page's link would also be
+    proves nothing, so it counts as moved on: the quiet and stable criteria alone decide then.
+    """
+    found = find_link(client.grab())
+    if found is None or identify_page(manifest, found, offset) != page:
+        return False
+    nxt = manifest.page(manifest.page(page).next_number).link
+    return max(abs(nxt.x + offset[0] - found.x), abs(nxt.y + offset[1] - found.y)) > MATCH_PX
+
+
 def drive(
     client: Display,
     manifest: Manifest,
@@ -97,8 +112,10 @@ def drive(
             watch.wait_quiet(params.quiet_s, timeout=max(2.0, 4 * params.quiet_s))
             t = time.time()
             client.xdotool("click", "1")
+            nxt = manifest.page(current).next_number
             deadline = t + params.update_timeout_s
             timed_out = True
+            early_stops = 0
             while time.time() < deadline:
                 if (
                     watch.last_down > t
@@ -106,10 +123,17 @@ def drive(
                     and screen.last_change > t
                     and screen.stable_for(stable_s)
                 ):
-                    timed_out = False
-                    break
+                    if not _still_on(client, manifest, offset, current):
+                        timed_out = False
+                        break
+                    # A slow guest can answer the click with a small change (cursor, link
+                    # highlight) and only later draw the page: that quiet gap is not the end.
+                    early_stops += 1
+                    if early_stops == 1:
+                        log.info("click %d: screen quiet but page %d still shown; waiting on", i, current)
+                    time.sleep(stable_s / 2)
+                    continue
                 time.sleep(0.02)
-            nxt = manifest.page(current).next_number
             pixel_t = screen.last_change if screen.last_change > t else None
             clicks.append(
                 Click(

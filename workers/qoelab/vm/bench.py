@@ -1,15 +1,17 @@
-"""One remote-desktop trial in VM mode: QEMU's own VNC or SPICE server in front of the guest's kiosk.
+"""One remote-desktop trial in VM mode: the desktop is a QEMU guest on the server side of the link.
 
-The namespace mode's pieces are reused unchanged: workload pages (shared into the guest read-only
-over virtio-9p and opened as ``file://`` there), the client Xvfb and viewer, calibration, the
-slow-motion driver, capture and packet analysis. Only the server side differs: a guest booted on
-a copy-on-write overlay (``qoelab.vm.guest``), its VNC/SPICE servers listening on the server address.
+VNC and SPICE are QEMU's own servers in front of the guest's screen; X2Go is ``x2goserver`` inside
+the guest, reached through the tap: the server namespace forwards TCP port 22 of the server address
+to the guest (nftables DNAT), so the client connects to the same address as in every other mode.
+The namespace mode's pieces are reused unchanged: workload pages (served over HTTP from the server
+namespace on the tap, 10.213.0.1:8080, where the guest's start page waits for them), the client
+Xvfb and viewer, calibration, the slow-motion driver, capture and packet analysis.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,20 +20,24 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from qoelab.emulation.system import find_tool, ns_exec_argv
 from qoelab.errors import ParameterError
-from qoelab.rd.bench import CLIENT_SCREEN, SETUP_TIMEOUT_S, calibrate, package_versions
-from qoelab.rd.capture import Capture, PayloadWatch
-from qoelab.rd.clicks import save_clicks
-from qoelab.rd.clients import fit_viewer_window, resolve_settings, start_viewer
-from qoelab.rd.desktop import ServerSide
-from qoelab.rd.display import start_xvfb
-from qoelab.rd.driver import DriverParams, drive
-from qoelab.rd.procs import ProcSet, wait_for
+from qoelab.rd.bench import add_recordings, analyze_into, base_result, measure_client_side, package_versions
+from qoelab.rd.clients import resolve_settings
+from qoelab.rd.desktop import ServerSide, serve_pages
+from qoelab.rd.driver import DriverParams
+from qoelab.rd.procs import ProcSet, SetupError, require_tool
 from qoelab.rd.workload import find_link, generate
-from qoelab.vm.guest import running_guest
+from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, running_guest
+from qoelab.vm.qemu import vnc_options_for
 
-VM_PROTOCOLS = ("vnc", "spice")  # X2Go in VM mode (sshd + x2goserver are in the image) is not wired yet
+VM_PROTOCOLS = ("vnc", "spice", "x2go")
+VM_STARTS = ("snapshot", "cold")
 VNC_DISPLAY = 0  # port 5900
+X2GO_SESSION_COMMAND = "qoelab-x2go-kiosk"  # in the image (vm-images/build.sh)
+X2GO_USER = "rd"
+# Under TCG an X2Go login starts nxagent and a second chromium inside the guest: minutes, not seconds.
+SETUP_TIMEOUT_S = {"vnc": 60.0, "spice": 60.0, "x2go": 300.0}
 # rd settings -> QEMU -spice option names (the SPICE server is QEMU's libspice-server).
 SPICE_OPTION_NAMES = {
     "image_compression": "image-compression",
@@ -48,6 +54,44 @@ def _link_on_screen(img: Image.Image) -> bool:
 
 def spice_options(settings: dict[str, Any]) -> dict[str, str]:
     return {qemu: str(settings[key]) for key, qemu in SPICE_OPTION_NAMES.items() if key in settings}
+
+
+def ns_run(ns: str, argv: list[str], stdin: str | None = None, timeout: float = 20) -> None:
+    """Run ``argv`` in ``ns``; a non-zero exit is a SetupError naming the command."""
+    res = subprocess.run(
+        ns_exec_argv(ns, argv), input=stdin, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if res.returncode != 0:
+        raise SetupError(f"in namespace {ns}: {' '.join(argv)} failed: {res.stderr.strip()}")
+
+
+def forward_ssh_to_guest(ns: str, server_ip: str, port: int) -> None:
+    """DNAT ``server_ip:port`` to the guest's sshd; the namespace (and the rule) dies with the link."""
+    nft = find_tool("nft", "nftables")
+    ns_run(ns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"])
+    ruleset = (
+        "table ip qoelab_vm {\n"
+        "  chain prerouting {\n"
+        "    type nat hook prerouting priority dstnat;\n"
+        f"    ip daddr {server_ip} tcp dport {port} dnat to {GUEST_IP}:22\n"
+        "  }\n"
+        "}\n"
+    )
+    ns_run(ns, [nft, "-f", "-"], stdin=ruleset)
+
+
+def wait_for_guest_sshd(ns: str, timeout: float) -> None:
+    probe = f"exec 3<>/dev/tcp/{GUEST_IP}/22 && head -c 7 <&3"
+    deadline = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < deadline:
+        try:
+            ns_run(ns, ["bash", "-c", probe], timeout=10)
+            return
+        except (SetupError, subprocess.TimeoutExpired) as err:
+            last = str(err)
+        time.sleep(0.5)
+    raise SetupError(f"the guest's sshd ({GUEST_IP}:22) did not answer within {timeout:.0f} s: {last}")
 
 
 def run_vm_bench(
@@ -69,119 +113,122 @@ def run_vm_bench(
     stable_s: float | None = None,
     on_step: Callable[[int], None] | None = None,
     accel: str = "auto",
+    start: str = "snapshot",
     ready_timeout_s: float = 300,
+    record: bool = False,
 ) -> dict[str, Any]:
-    """Like ``qoelab.rd.bench.run_bench`` (same result keys) plus ``vm``: the guest's provenance."""
+    """Like ``qoelab.rd.bench.run_bench`` (same result keys) plus ``vm``: the guest's provenance.
+
+    ``start``: ``snapshot`` restores the guest from the host's saved state (made once, by the first
+    trial that needs it), ``cold`` boots it; a failed restore falls back to a boot and says so.
+    ``record``: as in ``run_bench`` (the client display and a locally rendered reference).
+    """
     log = log or logging.getLogger("qoelab.vm.bench")
     if protocol not in VM_PROTOCOLS:
-        raise ParameterError(
-            "protocol", f"VM mode supports {', '.join(VM_PROTOCOLS)} so far, got {protocol!r}"
-        )
+        raise ParameterError("protocol", f"must be one of {', '.join(VM_PROTOCOLS)}, got {protocol!r}")
+    if start not in VM_STARTS:
+        raise ParameterError("vm_start", f"must be one of {', '.join(VM_STARTS)}, got {start!r}")
     params = DriverParams(pages, quiet_s, pause_s, update_timeout_s, stable_s)
     params.validate()
+    if record:
+        require_tool("ffmpeg", "ffmpeg")  # say so before a guest is started, not after it
     user_settings = dict(settings or {})
     user_settings.pop("server", None)  # the VNC server is QEMU's, whatever the namespace mode would pick
+    adaptive = user_settings.pop("qemu_adaptive", True)
+    if not isinstance(adaptive, bool):
+        raise ParameterError("settings.qemu_adaptive", f"must be true or false, got {adaptive!r}")
     merged = resolve_settings(protocol, user_settings)
     if protocol == "vnc":
         merged["server"] = "qemu"
         merged["port"] = 5900 + VNC_DISPLAY
+        merged["qemu_vnc_options"] = vnc_options_for(adaptive)
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     procs = ProcSet(prefix, workdir / "logs")
-    capture: Capture | None = None
-    watch: PayloadWatch | None = None
-    clicks: list = []
     timings: dict[str, float] = {}
-    mapping: dict[str, Any] = {}
     vm_info: dict[str, Any] = {}
-    pcap = workdir / "capture.pcap"
-    clicks_path = workdir / "clicks.json"
     t0 = time.monotonic()
     manifest = generate(workdir / "pages", pages=max(pages, 2), seed=seed)
-    url = f"file:///srv/pages/{manifest.page(1).file}"
-    guest_cm = running_guest(
-        prefix, workdir / "vm", ns=server_ns, listen_ip=server_ip, accel=accel, pages_dir=workdir / "pages",
-        url=url, vnc_display=VNC_DISPLAY if protocol == "vnc" else None,
-        spice_port=int(merged["port"]) if protocol == "spice" else None,
-        spice_options=spice_options(merged) if protocol == "spice" else None,
-        ready_timeout=ready_timeout_s, ready_check=_link_on_screen,
-    )  # fmt: skip
+    page_url = f"http://{TAP_HOST_ADDR[0]}:{PAGE_PORT}/{manifest.page(1).file}"
+    snapshot = None
+    if start == "snapshot":
+        snapshot = _snapshot_or_none(prefix, workdir / "vm-snapshot", accel, log, vm_info)
+        timings["snapshot_prepare_s"] = time.monotonic() - t0
     try:
+        # Bind the page server to the tap's address before QEMU creates the tap.
+        ns_run(server_ns, ["sysctl", "-qw", "net.ipv4.ip_nonlocal_bind=1"])
+        serve_pages(procs, server_ns, TAP_HOST_ADDR[0], workdir / "pages", port=PAGE_PORT)
+        if protocol == "x2go":
+            forward_ssh_to_guest(server_ns, server_ip, int(merged["ssh_port"]))
+        guest_cm = running_guest(
+            prefix, workdir / "vm", ns=server_ns, listen_ip=server_ip, accel=accel,
+            vnc_display=VNC_DISPLAY if protocol == "vnc" else None,
+            spice_port=int(merged["port"]) if protocol == "spice" else None,
+            spice_options=spice_options(merged) if protocol == "spice" else None,
+            vnc_options=merged.get("qemu_vnc_options"),
+            ready_timeout=ready_timeout_s, ready_check=_link_on_screen, snapshot=snapshot,
+        )  # fmt: skip
         with guest_cm as guest:
             timings["vm_ready_s"] = guest.boot_to_ready_s
-            port = guest.vnc_port if protocol == "vnc" else guest.spice_port
-            assert port is not None
-            server = ServerSide(protocol, server_ns, server_ip, port, url)
-            log.info("%s: guest up (%s) in %.1f s; %s on %s:%d", prefix, guest.accel, guest.boot_to_ready_s,
-                     protocol, server_ip, port)  # fmt: skip
+            server = _server_side(protocol, server_ns, server_ip, merged, page_url, guest)
+            log.info("%s: guest up (%s, %s start) in %.1f s; %s on %s:%d", prefix, guest.accel, guest.start,
+                     guest.boot_to_ready_s, protocol, server_ip, server.port)  # fmt: skip
             try:
-                client = start_xvfb(procs, *CLIENT_SCREEN, ns=client_ns, name="client-xvfb")
-                viewer = start_viewer(procs, protocol, client_ns, client, server, merged, workdir)
-                wait_for(
-                    f"{protocol} viewer showing the guest's first page on {client.name}",
-                    lambda: find_link(client.grab()),
-                    SETUP_TIMEOUT_S[protocol],
-                    proc=viewer,
-                    poll=0.3,
-                )
-                fitted = fit_viewer_window(protocol, client)
-                if fitted is not None:
-                    time.sleep(1.0)
-                offset, mapping = calibrate(client, None, manifest)
-                watch = PayloadWatch(client_ns, client_if, server_ip).start()
-                capture = Capture(procs, client_ns, client_if, pcap)
-                capture.start()
-                watch.wait_quiet(quiet_s, timeout=10)
-                timings["setup_s"] = time.monotonic() - t0
-                t1 = time.monotonic()
-                clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
-                time.sleep(min(0.5, quiet_s))
-                timings["run_s"] = time.monotonic() - t1
+                run = measure_client_side(
+                    procs, protocol, server, lambda: None, client_ns, client_if, server_ip, merged, workdir,
+                    manifest, params, SETUP_TIMEOUT_S[protocol], record=record, prefix=prefix,
+                    timings=timings, t0=t0, on_step=on_step, log=log,
+                )  # fmt: skip
             finally:
                 t2 = time.monotonic()
-                if watch is not None:
-                    watch.stop()
-                if capture is not None:
-                    capture.stop()
                 procs.stop_all()
                 timings["client_teardown_s"] = time.monotonic() - t2
-        vm_info = guest.provenance()
+        # An earlier snapshot_error (the snapshot could not be made) survives the guest's own None.
+        vm_info = {**guest.provenance(), **{k: v for k, v in vm_info.items() if v is not None}}
         timings["vm_teardown_s"] = guest.teardown_s or 0.0
+        timings["teardown_s"] = timings["client_teardown_s"] + timings["vm_teardown_s"]
     finally:
+        procs.stop_all()
         from qoelab.rd.cleanup import cleanup_leftovers
 
         cleanup_leftovers(prefix, namespaces=[server_ns, client_ns])
-    save_clicks(clicks_path, clicks)
-    result: dict[str, Any] = {
-        "protocol": protocol,
-        "settings": merged,
-        "clicks": [c.to_json() for c in clicks],
-        "mapping": mapping,
-        "artifacts": [str(pcap), str(clicks_path), *(str(p) for p in procs.logs())],
-        "versions": {**package_versions(protocol), "guest": vm_info.get("disk_sha256")},
-        "timings": timings,
-        "vm": vm_info,
-        "updates": None,
-        "summary": None,
-    }
-    (workdir / "manifest.json").write_text((workdir / "pages" / "manifest.json").read_text())
-    result["artifacts"].append(str(workdir / "manifest.json"))
+    versions = {**package_versions(protocol), "guest_disk_sha256": vm_info.get("disk_sha256")}
+    result = base_result(protocol, merged, run, workdir, procs, versions, timings)
+    result["vm"] = vm_info
     result["artifacts"] += [
         str(p) for p in sorted((workdir / "vm").glob("*")) if p.suffix in (".log", ".png", ".err")
     ]
-    from qoelab.rd import analysis
+    add_recordings(result, run, workdir, prefix, log, timings)
+    return analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
 
-    analyzed = analysis.analyze(
-        pcap, clicks, server=analysis.parse_endpoint(server_ip), quiet_s=quiet_s, timeout_s=update_timeout_s
-    )
-    doc = analyzed.to_json()
-    by_index = {c.index: c for c in clicks}
-    for update in doc.get("updates") or []:
-        click = by_index.get(update.get("index"))
-        stable = click.pixel_stable_t if click else None
-        update["pixel_ms"] = (stable - click.t) * 1e3 if click and stable else None
-    result["updates"] = doc.get("updates")
-    result["summary"] = doc.get("summary")
-    result["analysis"] = {k: v for k, v in doc.items() if k not in ("updates", "summary")}
-    (workdir / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    return result
+
+def _server_side(
+    protocol: str, ns: str, server_ip: str, settings: dict[str, Any], url: str, guest: Any
+) -> ServerSide:
+    if protocol == "x2go":
+        wait_for_guest_sshd(ns, timeout=60)
+        password = guest.image.password_file.read_text().strip()
+        return ServerSide(protocol, ns, server_ip, int(settings["ssh_port"]), url, user=X2GO_USER,
+                          password=password, session_script=X2GO_SESSION_COMMAND)  # fmt: skip
+    port = guest.vnc_port if protocol == "vnc" else guest.spice_port
+    assert port is not None
+    return ServerSide(protocol, ns, server_ip, port, url)
+
+
+def _snapshot_or_none(
+    prefix: str, workdir: Path, accel: str, log: logging.Logger, vm_info: dict[str, Any]
+) -> Any:
+    """The host's saved guest state (made now if missing); None, with the reason recorded, if it fails."""
+    from qoelab.vm.guest import resolve_accel
+    from qoelab.vm.image import load_image
+    from qoelab.vm.qemu import DEFAULT_MEMORY_MB
+    from qoelab.vm.snapshot import SnapshotError, get_snapshot
+
+    image = load_image()
+    chosen, _reason = resolve_accel(accel, image)
+    try:
+        return get_snapshot(image, chosen, prefix, DEFAULT_MEMORY_MB, workdir)
+    except SnapshotError as err:
+        log.warning("%s: no snapshot, the guest boots instead: %s", prefix, err)
+        vm_info["snapshot_error"] = str(err)
+        return None

@@ -4,7 +4,9 @@ The overlay (``qemu-img create -b disk.qcow2``) keeps trials from sharing state;
 process are removed on success, failure, timeout and Ctrl-C. QEMU carries ``QOELAB_VM_PREFIX`` in its
 environment and overlays are named ``<prefix>-<token>.qcow2``, so :func:`cleanup_leftovers` finds
 what a SIGKILLed worker left. Readiness is the guest's own "QOELAB-READY" line on its second serial
-port, written once X runs and the kiosk browser window is mapped; no fixed sleep.
+port, written once X runs and the kiosk browser window is mapped, or a check on QEMU's screen; no
+fixed sleep. With a :class:`~qoelab.vm.snapshot.Snapshot` the guest is restored from a saved state
+(booted and already showing the start page) instead of booted.
 """
 
 from __future__ import annotations
@@ -24,15 +26,28 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 from PIL import Image
 
-from qoelab.emulation.system import find_tool, kill_processes
+from qoelab.emulation.system import find_tool, kill_processes, ns_exec_argv
 from qoelab.errors import ParameterError, QoelabError
 from qoelab.vm.image import GuestImage, load_image
-from qoelab.vm.qemu import GuestSpec, KvmProbe, choose_accel, probe_kvm, qemu_argv, qemu_binary, tcg_allowed
+from qoelab.vm.qemu import (
+    DEFAULT_MEMORY_MB,
+    TAP_MAC,
+    GuestSpec,
+    KvmProbe,
+    choose_accel,
+    probe_kvm,
+    qemu_argv,
+    qemu_binary,
+    tcg_allowed,
+)
+
+if TYPE_CHECKING:
+    from qoelab.vm.snapshot import Snapshot
 
 log = logging.getLogger("qoelab.vm")
 
@@ -41,6 +56,7 @@ ENV_OVERLAY_DIR = "QOELAB_VM_OVERLAY_DIR"
 READY_MARK = "QOELAB-READY"
 TAP_HOST_ADDR = ("10.213.0.1", 24)  # the guest is 10.213.0.2 (baked into the image)
 GUEST_IP = "10.213.0.2"
+PAGE_PORT = 8080  # the guest's start page waits for http://10.213.0.1:8080/page1.html (vm-images/build.sh)
 _PREFIX_OK = re.compile(r"^[a-z][a-z0-9-]{1,12}$")
 _OVERLAY_RE = re.compile(r"^(?P<prefix>[a-z][a-z0-9-]*)-(?P<token>[0-9a-f]{8})\.qcow2$")
 
@@ -103,10 +119,35 @@ def create_overlay(base: Path, path: Path) -> Path:
     return path
 
 
+PROBE_CACHE = Path("/run/qoelab/kvm-probe.json")
+
+
 @functools.cache
 def _kvm_probe(kernel: str) -> KvmProbe:
-    # Cached per worker process: the answer does not change while it runs and costs seconds.
-    return probe_kvm(Path(kernel))
+    """``probe_kvm``, remembered until the host reboots (Celery children run one trial each, and a
+    failing probe costs its full 8 s timeout): /run is cleared at boot, and the boot id is checked."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot_id = None
+    key = {"boot_id": boot_id, "kernel": kernel, "qemu": qemu_binary()}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        cached = json.loads(PROBE_CACHE.read_text())
+        if boot_id and cached["key"] == key:
+            return KvmProbe(bool(cached["usable"]), f"{cached['reason']} (probed at {cached['at']})")
+    probe = probe_kvm(Path(kernel))
+    with contextlib.suppress(OSError):
+        PROBE_CACHE.parent.mkdir(parents=True, exist_ok=True)
+        at = time.strftime("%Y-%m-%d %H:%M:%S")
+        doc = {"key": key, "usable": probe.usable, "reason": probe.reason, "at": at}
+        PROBE_CACHE.write_text(json.dumps(doc))
+    return probe
+
+
+def resolve_accel(requested: str, image: GuestImage) -> tuple[str, str]:
+    """The accelerator a guest of ``image`` gets here, and why (KVM probed once per process)."""
+    probe = None if requested == "tcg" else _kvm_probe(str(image.kernel))
+    return choose_accel(requested, probe, tcg_allowed())
 
 
 def find_qemu_processes(prefix: str) -> list[psutil.Process]:
@@ -119,14 +160,16 @@ def find_qemu_processes(prefix: str) -> list[psutil.Process]:
 
 
 def cleanup_leftovers(prefix: str) -> list[str]:
-    """Kill QEMU processes and remove overlays whose prefix starts with ``prefix``; say what went."""
+    """Kill QEMU processes, remove overlays and half-saved snapshots of trials under ``prefix``."""
     check_prefix(prefix)
+    from qoelab.vm.snapshot import cleanup_snapshot_leftovers
+
     removed = kill_processes(find_qemu_processes(prefix), log)
     for path in overlays_of(prefix):
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             removed.append(f"overlay {path}")
-    return removed
+    return removed + cleanup_snapshot_leftovers(prefix)
 
 
 def _tail(path: Path, n: int = 15) -> str:
@@ -138,10 +181,11 @@ def _tail(path: Path, n: int = 15) -> str:
 
 
 def _configure_tap(ns: str, tap: str, timeout: float = 10.0) -> None:
-    from pyroute2 import NetNS
+    # iproute_in: no forked pyroute2 helper (those inherit our signal handlers; see qoelab/__init__).
+    from qoelab.emulation.system import iproute_in
 
     deadline = time.monotonic() + timeout
-    with NetNS(ns) as ipr:
+    with iproute_in(ns) as ipr:
         while True:
             idx = ipr.link_lookup(ifname=tap)
             if idx:
@@ -149,6 +193,7 @@ def _configure_tap(ns: str, tap: str, timeout: float = 10.0) -> None:
             if time.monotonic() > deadline:
                 raise GuestError(f"QEMU did not create tap {tap} in namespace {ns} within {timeout:.0f} s")
             time.sleep(0.05)
+        ipr.link("set", index=idx[0], address=TAP_MAC)
         ipr.addr("add", index=idx[0], address=TAP_HOST_ADDR[0], prefixlen=TAP_HOST_ADDR[1])
         ipr.link("set", index=idx[0], state="up")
 
@@ -172,6 +217,10 @@ class RunningGuest:
     teardown_s: float | None = None
     argv: list[str] = field(default_factory=list)
     qmp_socket: Path | None = None
+    start: str = "cold"  # or "snapshot": restored from a saved state
+    restore_s: float | None = None  # QEMU start to the restored guest running (snapshot start)
+    snapshot: dict[str, Any] | None = None
+    snapshot_error: str | None = None  # why a requested snapshot start fell back to a cold boot
 
     def qmp(self, command: str, **arguments: Any) -> Any:
         """One QMP command (QEMU's JSON monitor) on the guest's socket; returns its "return" value."""
@@ -204,6 +253,10 @@ class RunningGuest:
             "hypervisor": "qemu",
             "accel": self.accel,
             "accel_reason": self.accel_reason,
+            "start": self.start,
+            "restore_s": None if self.restore_s is None else round(self.restore_s, 2),
+            "snapshot": self.snapshot,
+            "snapshot_error": self.snapshot_error,
             "boot_to_ready_s": round(self.boot_to_ready_s, 2),
             "boot_to_kiosk_s": None if self.kiosk_up_s is None else round(self.kiosk_up_s, 2),
             "guest_uptime_at_ready_s": self.guest_uptime_at_ready_s,
@@ -298,6 +351,24 @@ def _stop(proc: subprocess.Popen, timeout: float = 5.0) -> None:
         proc.wait(timeout=timeout)
 
 
+def _wait_incoming(guest: RunningGuest, proc: subprocess.Popen, timeout: float) -> None:
+    """Until the saved state is loaded (QEMU leaves the guest paused, as it was saved), then run it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise GuestError(f"QEMU exited with status {proc.returncode} while loading the saved state")
+        with contextlib.suppress(GuestError, OSError):  # QMP socket not up yet
+            status = guest.qmp("query-status")["status"]
+            if status in ("paused", "postmigrate", "prelaunch"):
+                guest.qmp("cont")
+                return
+            if status == "running":
+                return
+        if time.monotonic() > deadline:
+            raise GuestError(f"the saved state was not loaded within {timeout:.0f} s")
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def running_guest(
     prefix: str,
@@ -307,75 +378,97 @@ def running_guest(
     listen_ip: str = "127.0.0.1",
     image: GuestImage | None = None,
     accel: str = "auto",
-    pages_dir: Path | None = None,
-    url: str = "file:///srv/pages/page-001.html",
     vnc_display: int | None = 0,
     spice_port: int | None = 5930,
     ready_timeout: float = 240.0,
-    memory_mb: int = 1024,
+    memory_mb: int = DEFAULT_MEMORY_MB,
     ready_check: Callable[[Image.Image], bool] | None = None,
     spice_options: dict[str, str] | None = None,
+    vnc_options: dict[str, str] | None = None,
+    snapshot: Snapshot | None = None,
 ) -> Iterator[RunningGuest]:
-    """Boot a guest for one trial and yield it once ready; always stop it and drop its overlay.
+    """Boot (or restore) a guest for one trial and yield it once ready; always stop it and drop its overlay.
 
     With ``ns`` QEMU runs inside that network namespace (VNC/SPICE listen on ``listen_ip`` there) and
     the guest's NIC is a tap in it, 10.213.0.1/24 on the host side, guest 10.213.0.2. Ready means
     ``ready_check`` accepts QEMU's screen, or without one: the guest said so on ttyS1 and the page
-    is painted (see :func:`_wait_ready`).
+    is painted (see :func:`_wait_ready`). With ``snapshot`` the guest resumes from that saved state;
+    if that fails the guest is booted instead and ``snapshot_error`` says why.
     """
     check_prefix(prefix)
     image = image or load_image()
     qemu = qemu_binary()
-    if accel == "tcg":
-        chosen, reason = choose_accel("tcg", None, tcg_allowed())
-    else:
-        chosen, reason = choose_accel(accel, _kvm_probe(str(image.kernel)), tcg_allowed())
+    chosen, reason = resolve_accel(accel, image)
+    if snapshot is not None and snapshot.accel != chosen:
+        snapshot = None  # a state saved under another accelerator does not load here
     workdir.mkdir(parents=True, exist_ok=True)
-    overlay = overlay_path(prefix)
-    console_log, ready_log = workdir / f"{overlay.stem}-console.log", workdir / f"{overlay.stem}-ready.log"
-    tap = f"{prefix}t" if ns else None
-    spec = GuestSpec(
-        name=overlay.stem, accel=chosen, overlay=overlay, kernel=image.kernel, initrd=image.initrd,
-        console_log=console_log, ready_log=ready_log, listen_ip=listen_ip, vnc_display=vnc_display,
-        qmp_socket=workdir / f"{overlay.stem}-qmp.sock",
-        spice_port=spice_port, tap=tap, pages_dir=pages_dir, url=url, memory_mb=memory_mb,
-        **({"spice_options": spice_options} if spice_options is not None else {}),
-    )  # fmt: skip
-    argv = qemu_argv(spec, qemu)
-    if ns:
-        argv = [find_tool("ip", "iproute2"), "netns", "exec", ns, *argv]
     proc: subprocess.Popen | None = None
     guest: RunningGuest | None = None
+    overlay = overlay_path(prefix)
+    qmp_sock = workdir / f"{overlay.stem}-qmp.sock"
+    snapshot_error: str | None = None
     try:
-        create_overlay(image.disk, overlay)
-        start = time.monotonic()
-        env = {**os.environ, ENV_VM: prefix}
-        with open(workdir / f"{overlay.stem}-qemu.err", "wb") as err_file:
-            proc = subprocess.Popen(
-                argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
-                start_new_session=True,
+        for restore in ([snapshot] if snapshot is not None else []) + [None]:
+            console_log = workdir / f"{overlay.stem}{'-restore' if restore else ''}-console.log"
+            ready_log = workdir / f"{overlay.stem}-ready.log"
+            tap = f"{prefix}t" if ns else None
+            spec = GuestSpec(
+                name=overlay.stem, accel=chosen, overlay=overlay, kernel=image.kernel, initrd=image.initrd,
+                console_log=console_log, ready_log=ready_log, listen_ip=listen_ip, vnc_display=vnc_display,
+                qmp_socket=qmp_sock, spice_port=spice_port, tap=tap,
+                memory_mb=restore.memory_mb if restore else memory_mb,
+                incoming=restore.state if restore else None,
+                **({"spice_options": spice_options} if spice_options is not None else {}),
+                **({"vnc_options": vnc_options} if vnc_options is not None else {}),
             )  # fmt: skip
-        if ns and tap:
-            _configure_tap(ns, tap)
-        guest = RunningGuest(
-            name=overlay.stem, pid=proc.pid, accel=chosen, accel_reason=reason, overlay=overlay,
-            console_log=console_log, image=image, listen_ip=listen_ip,
-            vnc_port=None if vnc_display is None else 5900 + vnc_display, spice_port=spice_port,
-            ns=ns, argv=argv, qmp_socket=workdir / f"{overlay.stem}-qmp.sock",
-        )  # fmt: skip
-        try:
-            _wait_ready(guest, proc, ready_log, start, ready_timeout, ready_check)
-        except GuestError as err:
-            qemu_err = _tail(workdir / f"{overlay.stem}-qemu.err", 5)
-            raise type(err)(f"{err}\nqemu stderr:\n{qemu_err}") from None
+            argv = qemu_argv(spec, qemu)
+            if ns:
+                argv = ns_exec_argv(ns, argv)
+            create_overlay(restore.disk if restore else image.disk, overlay)
+            start = time.monotonic()
+            env = {**os.environ, ENV_VM: prefix}
+            err_path = workdir / f"{overlay.stem}-qemu.err"
+            with open(err_path, "ab") as err_file:
+                proc = subprocess.Popen(
+                    argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
+                    start_new_session=True,
+                )  # fmt: skip
+            guest = RunningGuest(
+                name=overlay.stem, pid=proc.pid, accel=chosen, accel_reason=reason, overlay=overlay,
+                console_log=console_log, image=image, listen_ip=listen_ip,
+                vnc_port=None if vnc_display is None else 5900 + vnc_display, spice_port=spice_port,
+                ns=ns, argv=argv, qmp_socket=qmp_sock, snapshot_error=snapshot_error,
+            )  # fmt: skip
+            try:
+                if ns and tap:
+                    _configure_tap(ns, tap)
+                if restore is not None:
+                    _wait_incoming(guest, proc, timeout=120)
+                    guest.start, guest.snapshot = "snapshot", restore.provenance()
+                    guest.restore_s = time.monotonic() - start
+                    # The ready line was written before the state was saved.
+                    guest.guest_uptime_at_ready_s, guest.kiosk_up_s = restore.uptime_at_ready_s, 0.0
+                _wait_ready(guest, proc, ready_log, start, ready_timeout, ready_check)
+            except GuestError as err:
+                qemu_err = _tail(err_path, 5)
+                if restore is None:
+                    raise type(err)(f"{err}\nqemu stderr:\n{qemu_err}") from None
+                snapshot_error = f"{err} (qemu: {qemu_err.strip()[-300:]})"
+                log.warning("guest %s: snapshot start failed, booting: %s", overlay.stem, snapshot_error)
+                _stop(proc)
+                overlay.unlink(missing_ok=True)
+                qmp_sock.unlink(missing_ok=True)
+                continue
+            break
+        assert guest is not None and proc is not None
         guest.boot_to_ready_s = time.monotonic() - start
-        log.info("guest %s ready in %.1f s (%s)", guest.name, guest.boot_to_ready_s, chosen)
+        log.info("guest %s ready in %.1f s (%s, %s)", guest.name, guest.boot_to_ready_s, chosen, guest.start)
         yield guest
     finally:
         t0 = time.monotonic()
         # Unlink first: QEMU keeps its open file, and a second Ctrl-C during the stop below cannot
         # leave the overlay behind any more.
-        for leftover in (overlay, workdir / f"{overlay.stem}-qmp.sock"):
+        for leftover in (overlay, qmp_sock):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
         if proc is not None:

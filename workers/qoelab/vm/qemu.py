@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import subprocess
 import tempfile
 import time
@@ -23,6 +24,9 @@ from qoelab.errors import ParameterError, QoelabError
 Accel = Literal["kvm", "tcg"]
 ENV_ALLOW_TCG = "QOELAB_VM_ALLOW_TCG"  # "0" refuses to fall back to (slow) TCG
 KERNEL_BANNER = b"Linux version"
+GUEST_MAC = "52:54:00:71:0e:02"
+TAP_MAC = "52:54:00:71:0e:01"
+DEFAULT_MEMORY_MB = 1536  # two chromiums (the kiosk and an X2Go session's) fit without swapping
 
 
 class AcceleratorError(QoelabError):
@@ -98,6 +102,18 @@ def tcg_allowed() -> bool:
     return os.environ.get(ENV_ALLOW_TCG, "1") != "0"
 
 
+def vnc_options_for(adaptive: bool) -> dict[str, str]:
+    """QEMU ``-vnc`` options: lossy (JPEG allowed), and whether the tight encoder is adaptive.
+
+    Adaptive (QEMU's default) means JPEG only for areas that change often: at quality 5 an area
+    updated less than 0.1 times per second goes lossless (``tight_jpeg_conf`` in QEMU's
+    ui/vnc-enc-tight.c). Slow-motion clicks, seconds apart, are exactly such updates, so their
+    images travel zlib-compressed, not as JPEG (measured in docs/vm.md). ``non-adaptive=on``
+    lets every suitable area use JPEG, as libvncserver (x11vnc) does.
+    """
+    return {"lossy": "on", **({} if adaptive else {"non-adaptive": "on"})}
+
+
 @dataclass(frozen=True)
 class GuestSpec:
     """Everything the QEMU command line depends on."""
@@ -112,13 +128,15 @@ class GuestSpec:
     listen_ip: str
     qmp_socket: Path | None = None
     vnc_display: int | None = 0  # port 5900 + n
+    # lossy=on: QEMU honours the client's JPEG quality (tight encoding); its default ignores it, and
+    # the thesis' VNC setting is "JPEG quality 5" against QEMU's own server. See vnc_options_for.
+    vnc_options: dict[str, str] = field(default_factory=lambda: vnc_options_for(adaptive=True))
     spice_port: int | None = 5930
     tap: str | None = None
-    pages_dir: Path | None = None
-    url: str = "file:///srv/pages/page-001.html"
-    memory_mb: int = 1024
+    memory_mb: int = DEFAULT_MEMORY_MB
     cpus: int = 2
     extra_append: list[str] = field(default_factory=list)
+    incoming: Path | None = None  # a saved VM state (qoelab.vm.snapshot) to restore instead of booting
     # QEMU -spice options beyond port/addr/ticketing (names as QEMU spells them).
     spice_options: dict[str, str] = field(default_factory=lambda: {"image-compression": "auto_glz"})
 
@@ -131,15 +149,12 @@ class GuestSpec:
             raise ParameterError("vnc_display", f"must be 0..99, got {self.vnc_display}")
         if self.spice_port is not None and not 1024 <= self.spice_port <= 65535:
             raise ParameterError("spice_port", f"must be 1024..65535, got {self.spice_port}")
-        for key, value in self.spice_options.items():
-            if not re.fullmatch(r"[a-z-]+", key) or not re.fullmatch(r"[A-Za-z0-9_]+", str(value)):
-                raise ParameterError(
-                    f"spice_options.{key}", f"not a QEMU -spice option=value: {key}={value!r}"
-                )
-        if any(c.isspace() for c in self.url) or not self.url:
-            raise ParameterError(
-                "url", "must be non-empty and contain no whitespace (it goes on the kernel command line)"
-            )
+        for name, options in (("spice", self.spice_options), ("vnc", self.vnc_options)):
+            for key, value in options.items():
+                if not re.fullmatch(r"[a-z-]+", key) or not re.fullmatch(r"[A-Za-z0-9_]+", str(value)):
+                    raise ParameterError(
+                        f"{name}_options.{key}", f"not a QEMU -{name} option=value: {key}={value!r}"
+                    )
 
 
 def kernel_append(spec: GuestSpec) -> str:
@@ -151,14 +166,17 @@ def kernel_append(spec: GuestSpec) -> str:
             "console=ttyS0",
             "loglevel=4",
             "video=800x600",
-            f"qoelab.url={spec.url}",
             *spec.extra_append,
         ]
     )
 
 
 def qemu_argv(spec: GuestSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
-    """The QEMU command line: direct kernel boot, overlay disk, ttyS0 console log, ttyS1 readiness."""
+    """The QEMU command line: direct kernel boot, overlay disk, ttyS0 console log, ttyS1 readiness.
+
+    Everything that is part of the machine (devices, memory, kernel command line) depends only on
+    accel, memory and CPUs, so one saved state restores under any trial's VNC/SPICE/tap options.
+    """
     argv = [
         qemu, "-name", spec.name, "-accel", spec.accel, "-nodefaults", "-no-user-config",
         "-machine", "q35", "-cpu", "host" if spec.accel == "kvm" else "max",
@@ -175,19 +193,21 @@ def qemu_argv(spec: GuestSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
     if spec.qmp_socket is not None:
         argv += ["-qmp", f"unix:{spec.qmp_socket},server=on,wait=off"]
     if spec.vnc_display is not None:
-        argv += ["-vnc", f"{spec.listen_ip}:{spec.vnc_display}"]
+        opts = "".join(f",{k}={v}" for k, v in spec.vnc_options.items())
+        argv += ["-vnc", f"{spec.listen_ip}:{spec.vnc_display}{opts}"]
     if spec.spice_port is not None:
         opts = ",".join(f"{k}={v}" for k, v in spec.spice_options.items())
         spice = f"port={spec.spice_port},addr={spec.listen_ip},disable-ticketing=on,{opts}".rstrip(",")
         argv += ["-spice", spice]
     if spec.tap is not None:
         # QEMU creates the tap itself (non-persistent): it vanishes with the process, nothing to leak.
+        # Fixed MACs: a guest restored from a snapshot keeps its ARP entry for the tap's side.
         argv += [
             "-netdev", f"tap,id=net0,ifname={spec.tap},script=no,downscript=no",
-            "-device", "virtio-net-pci,netdev=net0",
+            "-device", f"virtio-net-pci,netdev=net0,mac={GUEST_MAC}",
         ]  # fmt: skip
     else:
         argv += ["-nic", "none"]
-    if spec.pages_dir is not None:
-        argv += ["-virtfs", f"local,path={spec.pages_dir},mount_tag=pages,security_model=none,readonly=on"]
+    if spec.incoming is not None:
+        argv += ["-incoming", f"exec:cat {shlex.quote(str(spec.incoming))}"]
     return argv
