@@ -105,6 +105,28 @@ def test_a_killed_owner_leaves_nothing_once_leftovers_are_cleaned(image, tmp_pat
     assert not vmguest.overlays_of(prefix)
 
 
+def test_a_guest_never_ready_fails_with_its_console_and_leaves_nothing(image, tmp_path: Path) -> None:
+    prefix = "qvn" + secrets.token_hex(3)
+    # 5 s is far less than a boot takes (TCG: ~45 s; KVM: the kiosk still needs more than that).
+    with (
+        pytest.raises(vmguest.GuestNotReadyError) as caught,
+        vmguest.running_guest(
+            prefix, tmp_path, accel="auto", vnc_display=None, spice_port=None, ready_timeout=5
+        ),
+    ):
+        pytest.fail("the guest cannot be ready after 5 s")
+    message = str(caught.value)
+    assert "not ready within 5 s" in message, message
+    console = next(tmp_path.glob(f"{prefix}-*-console.log"))
+    # The error names the console log and carries its tail (what the trial's error shows).
+    assert str(console) in message, message
+    lines = [line.strip() for line in console.read_text(errors="replace").splitlines() if line.strip()]
+    assert lines, "the kernel writes to the console within 5 s"
+    assert any(line in message for line in lines), message
+    assert not vmguest.find_qemu_processes(prefix)
+    assert not vmguest.overlays_of(prefix)
+
+
 @pytest.mark.parametrize("protocol", ["vnc", "spice", "x2go"])
 def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: Path, protocol: str) -> None:
     from qoelab.emulation import LinkProfile, emulated_link
