@@ -25,6 +25,8 @@ from pathlib import Path
 
 import dpkt
 
+from qoelab.rd.analysis import iter_ip
+
 TIGHT, RAW, COPYRECT = 7, 0, 1
 CURSOR, XCURSOR, LAST_RECT, EXT_DESKTOP, LED = -239, -240, -224, -307, -261
 NO_DATA_PSEUDO = {-223, -232, -257, -258, -259}  # desktop size, pointer pos, QEMU extensions
@@ -34,19 +36,10 @@ BYTES_PER_PIXEL, TIGHT_PIXEL = 4, 3
 def server_stream(pcap: Path, port: int) -> tuple[bytes, list[int], list[float]]:
     """The server -> client payload in sequence order, with the capture time of each segment's start."""
     segments: dict[int, tuple[float, bytes]] = {}
-    with pcap.open("rb") as fh:
-        try:
-            reader = dpkt.pcapng.Reader(fh)
-        except ValueError:
-            fh.seek(0)
-            reader = dpkt.pcap.Reader(fh)
-        for ts, frame in reader:
-            ip = dpkt.ethernet.Ethernet(frame).data
-            if not isinstance(ip, dpkt.ip.IP):
-                ip = dpkt.ip.IP(frame)
-            tcp = ip.data
-            if isinstance(tcp, dpkt.tcp.TCP) and tcp.sport == port and tcp.data:
-                segments.setdefault(tcp.seq, (ts, bytes(tcp.data)))  # a retransmission repeats a seq
+    for ts, ip in iter_ip(pcap):
+        tcp = ip.data
+        if isinstance(tcp, dpkt.tcp.TCP) and tcp.sport == port and tcp.data:
+            segments.setdefault(tcp.seq, (ts, bytes(tcp.data)))  # a retransmission repeats a seq
     data, offsets, times = bytearray(), [], []
     for seq in sorted(segments):
         ts, payload = segments[seq]

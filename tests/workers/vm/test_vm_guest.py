@@ -107,21 +107,27 @@ def test_a_killed_owner_leaves_nothing_once_leftovers_are_cleaned(image, tmp_pat
 
 def test_a_guest_never_ready_fails_with_its_console_and_leaves_nothing(image, tmp_path: Path) -> None:
     prefix = "qvn" + secrets.token_hex(3)
-    # 5 s is far less than a boot takes (TCG: ~45 s; KVM: the kiosk still needs more than that).
+    # A screen test nothing passes: never ready, on KVM and TCG alike. 30 s: long enough for systemd
+    # to have written to the console (the kernel itself is quiet there, loglevel=4).
     with (
         pytest.raises(vmguest.GuestNotReadyError) as caught,
         vmguest.running_guest(
-            prefix, tmp_path, accel="auto", vnc_display=None, spice_port=None, ready_timeout=5
-        ),
+            prefix,
+            tmp_path,
+            vnc_display=None,
+            spice_port=None,
+            ready_timeout=30,
+            ready_check=lambda img: False,
+        ),  # fmt: skip
     ):
-        pytest.fail("the guest cannot be ready after 5 s")
+        pytest.fail("a guest whose screen never passes the check cannot be ready")
     message = str(caught.value)
-    assert "not ready within 5 s" in message, message
+    assert "not ready within 30 s" in message, message
     console = next(tmp_path.glob(f"{prefix}-*-console.log"))
     # The error names the console log and carries its tail (what the trial's error shows).
     assert str(console) in message, message
     lines = [line.strip() for line in console.read_text(errors="replace").splitlines() if line.strip()]
-    assert lines, "the kernel writes to the console within 5 s"
+    assert lines, "systemd writes to the console within 30 s"
     assert any(line in message for line in lines), message
     assert not vmguest.find_qemu_processes(prefix)
     assert not vmguest.overlays_of(prefix)

@@ -17,6 +17,7 @@ several channels). The rules, with their edge cases, are in docs/rd-analysis.md.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import ipaddress
 import math
 import os
@@ -334,28 +335,46 @@ class CaptureInfo:
         }
 
 
-def read_packets(pcap_path: str | os.PathLike[str]) -> tuple[list[Packet], CaptureInfo]:
-    """Decode every TCP/UDP packet of a pcap or pcapng file, sorted by time."""
-    path = Path(pcap_path)
+@contextlib.contextmanager
+def _frames(path: Path) -> Iterator[tuple[str, Iterator[tuple[float, int, bytes]]]]:
+    """The file's format and its (ts, linktype, frame) iterator."""
     try:
         f = path.open("rb")
     except FileNotFoundError:
         raise ParameterError("capture", f"file {str(path)!r} does not exist") from None
     except IsADirectoryError:
         raise ParameterError("capture", f"{str(path)!r} is a directory, not a capture file") from None
-    packets: list[Packet] = []
-    trackers: dict[tuple, _SeqTracker] = {}
     with f:
         magic = f.read(4)
         f.seek(0)
         if magic == _PCAPNG_MAGIC:
-            fmt, source = "pcapng", _pcapng_packets(f)
+            yield "pcapng", _pcapng_packets(f)
         elif magic in _PCAP_MAGICS:
-            fmt, source = "pcap", _pcap_packets(f)
+            yield "pcap", _pcap_packets(f)
         elif not magic:
             raise CaptureError(f"capture {str(path)!r} is empty")
         else:
             raise CaptureError(f"{str(path)!r} is neither pcap nor pcapng (magic {magic.hex()})")
+
+
+def iter_ip(pcap_path: str | os.PathLike[str]) -> Iterator[tuple[float, dpkt.Packet]]:
+    """(ts, IPv4/IPv6 layer) of every decodable frame, in file order (for tools that need payloads)."""
+    with _frames(Path(pcap_path)) as (_, source):
+        for ts, linktype, frame in source:
+            try:
+                ip = _ip_layer(linktype, frame)
+            except (dpkt.UnpackError, struct.error, ValueError):
+                continue
+            if ip is not None:
+                yield ts, ip
+
+
+def read_packets(pcap_path: str | os.PathLike[str]) -> tuple[list[Packet], CaptureInfo]:
+    """Decode every TCP/UDP packet of a pcap or pcapng file, sorted by time."""
+    path = Path(pcap_path)
+    packets: list[Packet] = []
+    trackers: dict[tuple, _SeqTracker] = {}
+    with _frames(path) as (fmt, source):
         info = CaptureInfo(str(path), fmt, [])
         for ts, linktype, frame in source:
             info.packets += 1

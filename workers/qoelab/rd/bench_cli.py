@@ -42,6 +42,7 @@ PARAM_FLAGS = {
     "vnc_server": "x11vnc (default) or tigervnc",
     "vnc_compresslevel": "TightVNC viewer compression level 0-9, default 9",
     "vnc_quality": "TightVNC viewer JPEG quality 0-9, default 5",
+    "vnc_qemu_adaptive": "with --server vm: QEMU's adaptive tight encoding, true (default) or false",
     "spice_image_compression": "SPICE image compression, default auto_glz",
     "x2go_link": "X2Go link quality modem|isdn|adsl|wan|lan, default adsl",
     "x2go_pack": "X2Go compression method, default 16m-jpeg-9",
