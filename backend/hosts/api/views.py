@@ -49,6 +49,17 @@ class WorkerAPIView(APIView):
     def host(self) -> WorkerHost:
         return self.request.auth
 
+    def running_trial(self, trial_id: int) -> Trial | Response:
+        """The trial if it is running on this host, else the 404 or 409 answer to send."""
+        trial = Trial.objects.filter(pk=trial_id).first()
+        if trial is None:
+            return _not_found(trial_id)
+        if trial.host_id != self.host.pk or trial.status != TrialStatus.RUNNING:
+            return _conflict(
+                f"trial {trial_id} is not running on host {self.host.name} (it is {trial.status})"
+            )
+        return trial
+
 
 def _conflict(message: str) -> Response:
     return Response({"detail": message}, status=status.HTTP_409_CONFLICT)
@@ -128,13 +139,9 @@ class ArtifactUploadView(WorkerAPIView):
     def post(self, request: Request, trial_id: int) -> Response:
         ser = ArtifactUploadSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        trial = Trial.objects.filter(pk=trial_id).first()
-        if trial is None:
-            return _not_found(trial_id)
-        if trial.host_id != self.host.pk or trial.status != TrialStatus.RUNNING:
-            return _conflict(
-                f"trial {trial_id} is not running on host {self.host.name} (it is {trial.status})"
-            )
+        trial = self.running_trial(trial_id)
+        if isinstance(trial, Response):
+            return trial
         try:
             with transaction.atomic():
                 artifact = store_artifact(
@@ -165,13 +172,9 @@ class LiveReportView(WorkerAPIView):
 
         ser = LiveReportSerializer(data=request.data)
         ser.is_valid(raise_exception=True)
-        trial = Trial.objects.filter(pk=trial_id).first()
-        if trial is None:
-            return _not_found(trial_id)
-        if trial.host_id != self.host.pk or trial.status != TrialStatus.RUNNING:
-            return _conflict(
-                f"trial {trial_id} is not running on host {self.host.name} (it is {trial.status})"
-            )
+        trial = self.running_trial(trial_id)
+        if isinstance(trial, Response):
+            return trial
         return Response(live.worker_report(trial.pk, self.host.pk, ser.validated_data))
 
 

@@ -71,3 +71,29 @@ def rate_live(lab_stack: Any, chromium_page: Any) -> Callable[..., tuple[Any, di
         return trial, {v.name: v.value for v in SummaryValue.objects.filter(trial_id=trial.pk)}
 
     return run
+
+
+FIELDS_DISABLED = "() => document.getElementById('rating-fields').disabled"
+
+
+@pytest.fixture
+def view_reference() -> Callable[[Any, str, str, int], None]:
+    """``view_reference(page, url, token, screens)``: an evaluator's first steps on a live campaign:
+    consent, the first practice condition, and the reference's pages clicked through in its frame
+    (served by the backend at 800x600) while the rating form stays disabled."""
+
+    def steps(page: Any, url: str, token: str, screens: int) -> None:
+        page.goto(f"{url}/rate/{token}/")
+        page.get_by_label("I have read this and agree to take part").check()
+        page.get_by_role("button", name="Start").click()
+        page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+        assert page.evaluate(FIELDS_DISABLED) is True
+        frame = page.frame_locator("iframe[data-role='reference']")
+        for n in range(screens):
+            frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
+            page.locator("[data-role='reference-status']").filter(
+                has_text="Reference done" if n == screens - 1 else f"Screens done: {n + 1}"
+            ).wait_for(timeout=15_000)
+        assert page.evaluate(FIELDS_DISABLED) is True, "the form must wait for the remote desktop too"
+
+    return steps

@@ -30,37 +30,33 @@ def test_the_evaluator_operates_vnc_through_novnc_across_the_emulated_link_befor
     rate_live: Any,
     save_screenshot: Any,
     tmp_path: Path,
+    view_reference: Any,
 ) -> None:
     campaign, token = live_campaign
     _, summary = rate_live(
-        campaign, lambda: _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path)
+        campaign,
+        lambda: _go_through(
+            lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path, view_reference
+        ),
     )
     assert summary["screens"] >= SCREENS, summary
 
 
 def _go_through(
-    lab_stack: Any, page: Any, campaign: Any, token: str, save_screenshot: Any, tmp_path: Path
+    lab_stack: Any,
+    page: Any,
+    campaign: Any,
+    token: str,
+    save_screenshot: Any,
+    tmp_path: Path,
+    view_reference: Any,
 ) -> None:
     from experiments.models import Trial
     from qoelab.rd.workload import generate
     from ratings.models import Evaluator, ScreenEvent, Slot
 
     manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)  # what the worker shows
-    page.goto(f"{lab_stack.url}/rate/{token}/")
-    page.get_by_label("I have read this and agree to take part").check()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
-    fields_disabled = "() => document.getElementById('rating-fields').disabled"
-    assert page.evaluate(fields_disabled) is True
-
-    # Reference: the same pages, served by the backend, in a frame at 800x600.
-    frame = page.frame_locator("iframe[data-role='reference']")
-    for n in range(SCREENS):
-        frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
-        page.locator("[data-role='reference-status']").filter(
-            has_text="Reference done" if n == SCREENS - 1 else f"Screens done: {n + 1}"
-        ).wait_for(timeout=15_000)
-    assert page.evaluate(fields_disabled) is True, "the form must wait for the remote desktop too"
+    view_reference(page, lab_stack.url, token, SCREENS)
 
     # The remote desktop: noVNC connects to websockify on the worker once the session is reported.
     page.locator("#live-session[data-connected='true']").wait_for(timeout=120_000)
@@ -80,7 +76,7 @@ def _go_through(
         page.mouse.click(box["x"] + cx, box["y"] + cy)
         page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=30_000)
         if n < SCREENS - 1:
-            assert page.evaluate(fields_disabled) is True
+            assert page.evaluate("() => document.getElementById('rating-fields').disabled")
     page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)
 
     ev = Evaluator.objects.get(campaign=campaign, label="L1")

@@ -34,12 +34,16 @@ def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_
     rate_live: Any,
     save_screenshot: Any,
     tmp_path: Path,
+    view_reference: Any,
 ) -> None:
     campaign, token = spice_campaign
     errors: list[str] = []
     chromium_page.on("pageerror", lambda e: errors.append(f"{e} {e.stack}"))
     trial, _ = rate_live(
-        campaign, lambda: _go_through(chromium_page, lab_stack, campaign, token, save_screenshot, tmp_path)
+        campaign,
+        lambda: _go_through(
+            chromium_page, lab_stack, campaign, token, save_screenshot, tmp_path, view_reference
+        ),
     )
     # Seen once in ~10 CI runs: spice-html5's *cursor* channel gets a link reply "Permission denied"
     # from Xspice (cause not found; the display channel and the clicks below are unaffected, and the
@@ -52,22 +56,19 @@ def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_
 
 
 def _go_through(
-    page: Any, lab_stack: Any, campaign: Any, token: str, save_screenshot: Any, tmp_path: Path
+    page: Any,
+    lab_stack: Any,
+    campaign: Any,
+    token: str,
+    save_screenshot: Any,
+    tmp_path: Path,
+    view_reference: Any,
 ) -> None:
     from qoelab.rd.workload import generate
     from ratings.models import Slot
 
     manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)
-    page.goto(f"{lab_stack.url}/rate/{token}/")
-    page.get_by_label("I have read this and agree to take part").check()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
-    frame = page.frame_locator("iframe[data-role='reference']")
-    for n in range(SCREENS):
-        frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
-        page.locator("[data-role='reference-status']").filter(
-            has_text="Reference done" if n == SCREENS - 1 else f"Screens done: {n + 1}"
-        ).wait_for(timeout=15_000)
+    view_reference(page, lab_stack.url, token, SCREENS)
 
     page.locator("#live-session[data-connected='true']").wait_for(timeout=120_000)
     slot = Slot.objects.get(evaluator__campaign=campaign, state="active")

@@ -40,11 +40,14 @@ def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_resul
     rate_live: Any,
     save_screenshot: Any,
     tmp_path: Path,
+    view_reference: Any,
 ) -> None:
     campaign, token = x2go_campaign
     trial, summary = rate_live(
         campaign,
-        lambda: _go_through(lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path),
+        lambda: _go_through(
+            lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path, view_reference
+        ),
         timeout_s=90,
     )
     assert summary["screens"] >= SCREENS, summary
@@ -54,25 +57,19 @@ def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_resul
 
 
 def _go_through(
-    lab_stack: Any, page: Any, campaign: Any, token: str, save_screenshot: Any, tmp_path: Path
+    lab_stack: Any,
+    page: Any,
+    campaign: Any,
+    token: str,
+    save_screenshot: Any,
+    tmp_path: Path,
+    view_reference: Any,
 ) -> None:
     from qoelab.rd.workload import generate
     from ratings.models import Evaluator, ScreenEvent, Slot
 
     manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)  # what the worker shows
-    page.goto(f"{lab_stack.url}/rate/{token}/")
-    page.get_by_label("I have read this and agree to take part").check()
-    page.get_by_role("button", name="Start").click()
-    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
-    fields_disabled = "() => document.getElementById('rating-fields').disabled"
-
-    frame = page.frame_locator("iframe[data-role='reference']")
-    for n in range(SCREENS):
-        frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
-        page.locator("[data-role='reference-status']").filter(
-            has_text="Reference done" if n == SCREENS - 1 else f"Screens done: {n + 1}"
-        ).wait_for(timeout=15_000)
-    assert page.evaluate(fields_disabled) is True, "the form must wait for the remote desktop too"
+    view_reference(page, lab_stack.url, token, SCREENS)
 
     # X2Go comes up over SSH across the link; then noVNC connects to the local view.
     page.locator("#live-session[data-connected='true']").wait_for(timeout=150_000)

@@ -91,9 +91,14 @@ def test_a_failing_trial_leaves_no_namespace_device_or_process(userspace_ok, pre
         ) as link,
     ):
         link.popen_in("server", ["sleep", "60"])
+        # Popen returns once `ip netns exec` runs; it becomes `sleep` a moment later.
+        deadline = time.monotonic() + 5
         during = leftovers(prefix)
+        while not any("sleep" in p for p in during["processes"]):
+            assert time.monotonic() < deadline, f"sleep never seen among {during['processes']}"
+            time.sleep(0.05)
+            during = leftovers(prefix)
         assert during["namespaces"] == [f"{prefix}c", f"{prefix}s"]
-        assert any("sleep" in p for p in during["processes"])
         assert any("linkemu" in p for p in during["processes"])
         raise RuntimeError("trial failed")
     assert nothing_left(prefix)
@@ -155,3 +160,35 @@ def test_bad_parameters_are_one_line_errors_naming_the_bound():
     out = run_cli("check", "--rate", "20gbit")
     assert out.returncode == 2
     assert out.stderr.strip() == "error: rate: must be at most 10gbit/s, got 20gbit/s"
+
+
+def test_a_stalled_iperf3_test_runs_again_against_a_fresh_server(userspace_ok, prefix):
+    """iperf3 can stall and never exit (esnet/iperf#1527); here the first server is SIGSTOPped."""
+    import threading
+
+    from qoelab.emulation import verify
+    from qoelab.emulation.cleanup import find_processes
+    from qoelab.emulation.topology import emulated_link
+
+    stopped: list[int] = []
+
+    def stall_the_first_server():
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            for proc in find_processes(prefix):
+                if proc.name() == "iperf3" and "-s" in proc.cmdline():
+                    proc.suspend()
+                    stopped.append(proc.pid)
+                    return
+            time.sleep(0.01)
+
+    with emulated_link(
+        LinkProfile.parse(rate="10mbit", delay="5ms"), prefix=prefix, backend="userspace"
+    ) as link:
+        staller = threading.Thread(target=stall_the_first_server)
+        staller.start()
+        data = verify._iperf(link, ["-t", "1"], timeout=5)
+        staller.join()
+    assert stopped, "the first iperf3 server was never seen"
+    assert data["end"]["sum_received"]["bits_per_second"] > 1e6
+    assert nothing_left(prefix)
