@@ -397,3 +397,31 @@ def samples_csv(sweep: Sweep) -> Iterator[str]:
             [tid, *(_cell(t["params"].get(p)) for p in params), t["repetition"], kind, index]
             + [_cell(vals.get(k)) for k in keys]
         )
+
+
+def server_side(provenance: dict[str, Any] | None) -> str | None:
+    """One line on where a remote-desktop trial's server ran, from its provenance (None if not said).
+
+    VM trials say which accelerator ran the guest and why: under TCG a trial's T includes the
+    emulator drawing the page (docs/vm.md), so a reader must see it without opening the JSON.
+    """
+    prov = provenance or {}
+    mode = prov.get("server")
+    if mode == "namespace":
+        return "namespace desktop (X server, browser and protocol server in the server network namespace)"
+    if mode != "vm":
+        return None
+    vm = prov.get("vm") or {}
+    accel = str(vm.get("accel") or "?").upper()
+    parts = [f"QEMU guest under {accel}"]
+    if vm.get("accel_reason"):
+        parts[0] += f" ({vm['accel_reason']})"
+    if vm.get("start") == "snapshot":
+        parts.append(f"started from a saved snapshot (restore {vm.get('restore_s')} s)")
+    elif vm.get("start"):
+        parts.append("booted")
+    if vm.get("boot_to_ready_s") is not None:
+        parts.append(f"first page on screen after {vm['boot_to_ready_s']} s")
+    if vm.get("snapshot_error"):
+        parts.append(f"snapshot not used: {vm['snapshot_error']}")
+    return "; ".join(parts)

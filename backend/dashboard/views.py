@@ -283,6 +283,7 @@ def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "artifacts": trial.artifacts.order_by("attempt", "id"),
         "link_json": json.dumps(trial.link, indent=2, sort_keys=True) if trial.link else "",
         "provenance_json": json.dumps(trial.provenance, indent=2, sort_keys=True) if trial.provenance else "",
+        "server_side": services.server_side(trial.provenance),
         "params_json": json.dumps(trial.params, indent=2),
         "resolved_json": json.dumps(trial.resolved, indent=2),
     }

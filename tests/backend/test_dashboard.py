@@ -395,6 +395,34 @@ def test_the_trial_page_shows_summary_error_and_artifact_download(
     assert 'attachment; filename="link.pcap"' in r["Content-Disposition"]
 
 
+def test_the_trial_page_says_where_the_server_ran_and_under_which_accelerator(
+    client_for, alice, demo_job
+) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
+    vm_trial, ns_trial = sweep.trials.order_by("index")
+    _finish_one(vm_trial, "succeeded")
+    _finish_one(ns_trial, "succeeded")
+    reason = "KVM unusable (KVM guest printed nothing within 8 s); falling back to TCG"
+    type(vm_trial).objects.filter(pk=vm_trial.pk).update(
+        provenance={
+            "server": "vm",
+            "vm": {"server": "vm", "accel": "tcg", "accel_reason": reason, "start": "snapshot",
+                   "restore_s": 3.01, "boot_to_ready_s": 9.23, "snapshot_error": None},
+        }
+    )  # fmt: skip
+    type(ns_trial).objects.filter(pk=ns_trial.pk).update(provenance={"server": "namespace"})
+    c = client_for(alice)
+    vm_page = c.get(f"/trials/{vm_trial.pk}/").content.decode()
+    line = vm_page.split('data-field="server-side">', 1)[1].split("</dd>", 1)[0]
+    assert line.startswith(f"QEMU guest under TCG ({reason})"), line
+    assert "saved snapshot (restore 3.01 s)" in line and "first page on screen after 9.23 s" in line
+    ns_page = c.get(f"/trials/{ns_trial.pk}/").content.decode()
+    assert 'data-field="server-side">namespace desktop' in ns_page
+    _finish_one(sweep.trials.create(index=9, params={"rate": "3mbit"}, resolved={}), "succeeded")
+    plain = c.get(f"/trials/{sweep.trials.get(index=9).pk}/").content.decode()
+    assert 'data-field="server-side"' not in plain  # job types without a server say nothing
+
+
 def test_a_chart_never_pools_trials_that_differ_in_a_parameter_it_does_not_show(
     client_for, alice, demo_job
 ) -> None:
