@@ -425,3 +425,16 @@ def server_side(provenance: dict[str, Any] | None) -> str | None:
     if vm.get("snapshot_error"):
         parts.append(f"snapshot not used: {vm['snapshot_error']}")
     return "; ".join(parts)
+
+
+def tcg_caveat(sweep: Sweep) -> str | None:
+    """Say so when guests of this sweep ran under TCG: their T includes the emulator drawing pages."""
+    tcg = sweep.trials.filter(provenance__vm__accel="tcg").count()
+    if not tcg:
+        return None
+    vm = sweep.trials.filter(provenance__server="vm").count()
+    return (
+        f"{tcg} of this sweep's {vm} VM-mode trials ran their guest under TCG (no working KVM on the "
+        "host): their response time T includes the emulated guest drawing each page, so it is not "
+        "comparable with KVM guests or the namespace desktop; X compares better (docs/vm.md)."
+    )

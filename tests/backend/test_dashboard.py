@@ -423,6 +423,18 @@ def test_the_trial_page_says_where_the_server_ran_and_under_which_accelerator(
     assert 'data-field="server-side"' not in plain  # job types without a server say nothing
 
 
+def test_the_sweep_page_warns_when_guests_ran_under_tcg(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit", "3mbit"]})
+    c = client_for(alice)
+    assert 'data-field="tcg-caveat"' not in c.get(f"/sweeps/{sweep.pk}/").content.decode()
+    first, second, third = sweep.trials.order_by("index")
+    type(first).objects.filter(pk=first.pk).update(provenance={"server": "vm", "vm": {"accel": "tcg"}})
+    type(second).objects.filter(pk=second.pk).update(provenance={"server": "vm", "vm": {"accel": "kvm"}})
+    type(third).objects.filter(pk=third.pk).update(provenance={"server": "namespace"})
+    page = c.get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'data-field="tcg-caveat">1 of this sweep&#x27;s 2 VM-mode trials ran their guest under TCG' in page
+
+
 def test_a_chart_never_pools_trials_that_differ_in_a_parameter_it_does_not_show(
     client_for, alice, demo_job
 ) -> None:
