@@ -26,7 +26,7 @@ def _guest_image() -> None:
 
 
 def test_a_vm_mode_sweep_runs_on_a_worker_and_charts_beside_namespace_mode(lab_stack: Any) -> None:
-    from dashboard.services import chart_payload
+    from dashboard.services import chart_payload, server_side, tcg_caveat
     from experiments.models import Sweep
     from qoelab import jobs
 
@@ -67,3 +67,10 @@ def test_a_vm_mode_sweep_runs_on_a_worker_and_charts_beside_namespace_mode(lab_s
     labels = [s["label"] for s in payload["series"]]
     assert labels == ["protocol = spice, server = namespace", "protocol = spice, server = vm"], labels
     assert all(s["points"][0]["n"] == 1 and s["points"][0]["mean"] > 0 for s in payload["series"])
+
+    # The pages say what a reader needs to read T: where the server ran, and whether under TCG.
+    db_sweep = Sweep.objects.get(pk=sweep["id"])
+    accel = vm["provenance"]["vm"]["accel"]
+    assert server_side(vm["provenance"]).startswith(f"QEMU guest under {accel.upper()} (")
+    caveat = tcg_caveat(db_sweep)
+    assert (caveat is not None) == (accel == "tcg"), caveat
