@@ -170,7 +170,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "trials": _trial_rows(sweep),
         "can_cancel": not progress["finished"] and not sweep.is_cancelled,
         "tcg_caveat": services.tcg_caveat(sweep),
-        # x must be a number to draw; series defaults to another swept parameter (e.g. protocol).
+        # Numbers first on x (text values draw as categories); series defaults to another swept parameter.
         "x_choices": x_choices,
         "default_series": next((p for p in x_choices if p != x_choices[0]), "") if x_choices else "",
     }

@@ -66,15 +66,26 @@
     return Number(v.toPrecision(4)).toString();
   }
 
+  // The x values as categories when x is a parameter with text or yes/no values (protocol, server):
+  // in the server's order, first seen first. null when x is numeric.
+  function categories(payload) {
+    const values = payload.series.flatMap((s) => s.points.map((p) => p.x));
+    if (!values.some((v) => typeof v === "string" || typeof v === "boolean")) return null;
+    return [...new Set(values.map(String))];
+  }
+
   // Builds Chart.js datasets from a chart.json payload; exported for the dashboard's own checks.
+  // A categorical x is drawn on a linear axis at 0, 1, 2, … (labelled by axis()), so the error
+  // bars and tooltips work as for numbers; its points are not joined by lines.
   function datasets(payload) {
     const xs = payload.x_scale || 1;
     const ys = payload.y_scale || 1;
+    const cats = categories(payload);
     const out = payload.series.map((s, i) => {
       const color = PALETTE[i % PALETTE.length];
       const points = s.points
         .map((p) => ({
-          x: p.x / xs,
+          x: cats ? cats.indexOf(String(p.x)) : p.x / xs,
           y: p.mean / ys,
           // n = 1 has no interval (ci_low/ci_high are null): the point is drawn without a bar.
           yMin: p.ci_low == null ? null : p.ci_low / ys,
@@ -88,7 +99,7 @@
         data: points,
         borderColor: color,
         backgroundColor: color,
-        showLine: points.length > 1,
+        showLine: points.length > 1 && !cats,
         borderWidth: 1.5,
         pointRadius: 4,
         pointHoverRadius: 6,
@@ -158,7 +169,20 @@
     return [1, 2, 5].includes(mantissa) ? fmt(value) : "";
   }
 
-  function axis(log, title) {
+  function axis(log, title, cats) {
+    if (cats) {
+      return {
+        type: "linear",
+        title: { display: true, text: title },
+        min: -0.5,
+        max: cats.length - 0.5,
+        // One tick per category, at its index (Chart.js would start its steps at min, -0.5).
+        afterBuildTicks: (scale) => {
+          scale.ticks = cats.map((_, i) => ({ value: i }));
+        },
+        ticks: { callback: (v) => cats[v] ?? "" },
+      };
+    }
     const out = { type: log ? "logarithmic" : "linear", title: { display: true, text: title } };
     // includeBounds off: the padded ends (e.g. -2.45) are not nice numbers to label.
     out.ticks = log ? { autoSkip: false, includeBounds: false, callback: logTicks } : { includeBounds: false };
@@ -169,6 +193,7 @@
     const old = window.Chart.getChart(canvas);
     if (old) old.destroy();
     const sets = datasets(payload);
+    const cats = categories(payload);
     const chart = new window.Chart(canvas, {
       type: "scatter",
       data: { datasets: sets },
@@ -178,7 +203,9 @@
         responsive: true,
         maintainAspectRatio: false,
         scales: {
-          x: { ...axis(payload.log_x, payload.x_label), ...xBounds(sets, payload.log_x) },
+          x: cats
+            ? axis(false, payload.x_label, cats)
+            : { ...axis(payload.log_x, payload.x_label), ...xBounds(sets, payload.log_x) },
           y: { ...axis(payload.log_y, payload.y_label), ...yBounds(sets, payload.log_y) },
         },
         plugins: {
@@ -190,7 +217,8 @@
                 const p = item.raw;
                 const ci = p.yMin == null ? "no CI (n = 1)" : `95 % CI ${fmt(p.yMin)} – ${fmt(p.yMax)}`;
                 const n = p.n == null ? "" : `, n = ${p.n}`;
-                return `${item.dataset.label}: x = ${fmt(p.x)}, mean ${fmt(p.y)} (${ci}${n})`;
+                const x = cats ? cats[p.x] : fmt(p.x);
+                return `${item.dataset.label}: x = ${x}, mean ${fmt(p.y)} (${ci}${n})`;
               },
             },
           },
@@ -200,5 +228,5 @@
     return chart;
   }
 
-  window.qoelabCharts = { render, datasets, panels, errorBars };
+  window.qoelabCharts = { render, datasets, panels, categories, errorBars };
 })();

@@ -12,6 +12,7 @@ function loadCharts() {
   return {
     datasets: (p) => JSON.parse(JSON.stringify(charts.datasets(p))),
     panels: (p) => JSON.parse(JSON.stringify(charts.panels(p))),
+    categories: (p) => JSON.parse(JSON.stringify(charts.categories(p))),
   };
 }
 
@@ -104,4 +105,22 @@ test("a payload without a facet stays one panel with the pooled series", () => {
   assert.equal(parts.length, 1);
   assert.equal(parts[0].series[0].points[0].mean, 700);
   assert.equal(loadCharts().panels(payload).length, 1);
+});
+
+test("a parameter with text values on x becomes categories at 0, 1, … without lines", () => {
+  const modes = {
+    x_scale: 1,
+    y_scale: 1,
+    series: [
+      { label: "protocol = spice", points: [{ x: "namespace", mean: 200, ci_low: 150, ci_high: 250, n: 3 }, { x: "vm", mean: 1100, ci_low: null, ci_high: null, n: 1 }] },
+      { label: "protocol = vnc", points: [{ x: "vm", mean: 1700, ci_low: null, ci_high: null, n: 1 }] },
+    ],
+  };
+  const charts = loadCharts();
+  assert.deepEqual(charts.categories(modes), ["namespace", "vm"]);
+  const [spice, vnc] = charts.datasets(modes);
+  assert.deepEqual(spice.data.map((p) => [p.x, p.y, p.yMin]), [[0, 200, 150], [1, 1100, null]]);
+  assert.deepEqual(vnc.data.map((p) => [p.x, p.y]), [[1, 1700]]);
+  assert.equal(spice.showLine, false);
+  assert.equal(charts.categories(payload), null);
 });
