@@ -41,10 +41,11 @@ from ratings.choices import (
 from ratings.models import Campaign, Condition, Evaluator, Rating, ScreenEvent, default_aspects, hash_token
 from results.models import Artifact, SummaryValue
 
-# Parameters that describe the condition (protocol and link profile); the rest (durations,
-# workload settings) are how a trial measures it, not what the evaluator experiences.
-LINK_KEYS = frozenset(LinkParams.model_fields) | {"protocol"}
-KEY_ORDER = ("protocol", "rate", "delay", "loss", "jitter", "up_rate", "up_delay", "up_loss")
+# Parameters that describe the condition (protocol, where its server runs, link profile); the rest
+# (durations, workload settings) are how a trial measures it, not what the evaluator experiences.
+# The server mode is experienced: QEMU's servers encode the screen differently (docs/vm.md).
+LINK_KEYS = frozenset(LinkParams.model_fields) | {"protocol", "server"}
+KEY_ORDER = ("protocol", "server", "rate", "delay", "loss", "jitter", "up_rate", "up_delay", "up_loss")
 MAX_ASPECTS = 8
 MAX_CONDITIONS = 200
 MAX_INVITES = 200
@@ -381,6 +382,11 @@ def condition_problems(campaign: Campaign, condition: Condition) -> list[str]:
             problems.append("no reference recording for this condition yet")
     elif condition.kind != ConditionKind.GOLD and not condition.params.get("protocol"):
         problems.append("no protocol: a live session needs to know which remote desktop to start")
+    elif condition.params.get("server") == "vm":
+        problems.append(
+            "server vm: live sessions run the namespace desktop only; rate VM-mode conditions "
+            "in a recorded campaign (rd_qoe with record: true)"
+        )
     return problems
 
 

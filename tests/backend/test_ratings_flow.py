@@ -198,6 +198,32 @@ def test_conditions_can_be_entered_by_hand_and_bad_values_name_the_field(alice: 
     }
 
 
+def test_the_server_mode_splits_conditions_and_vm_conditions_are_rated_from_recordings(
+    alice: Any, settings: Any
+) -> None:
+    from ratings import services
+    from ratings.demo import demo_sweep
+
+    pts = [
+        {"protocol": "spice", "server": mode, "rate": "10mbit", "delay": "10ms"}
+        for mode in ("namespace", "vm")
+    ]
+    conds = services.conditions_from_sweep(demo_sweep(alice, pts, name="modes"))
+    assert [c["params"]["server"] for c in conds] == ["namespace", "vm"]
+    assert [c["label"] for c in conds] == [
+        "spice · server namespace · 10mbit · 10ms",
+        "spice · server vm · 10mbit · 10ms",
+    ]
+    settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
+    live = services.create_campaign(
+        alice, name="live modes", mode="live", sweep=demo_sweep(alice, pts, name="m2")
+    )
+    with pytest.raises(services.CampaignError) as err:
+        services.open_campaign(live)
+    messages = [e["message"] for e in err.value.errors]
+    assert any("live sessions run the namespace desktop only" in m for m in messages), messages
+
+
 def test_live_campaigns_cannot_open_without_a_session_provider(alice: Any, sweep: Any) -> None:
     from ratings import services
 
