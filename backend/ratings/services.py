@@ -94,6 +94,12 @@ def si_params(params: dict[str, Any]) -> dict[str, float | None]:
     }
 
 
+def system_name(params: dict[str, Any]) -> str:
+    """The protocol as results group it: VM-mode conditions apart from the namespace desktop's."""
+    protocol = str(params.get("protocol", ""))
+    return f"{protocol} (VM)" if params.get("server") == "vm" else protocol
+
+
 def condition_label(params: dict[str, Any]) -> str:
     keys = [k for k in KEY_ORDER if k in params] + sorted(k for k in params if k not in KEY_ORDER)
     parts = []
@@ -822,6 +828,7 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
                         "condition": c.pk,
                         "label": c.label,
                         "protocol": c.params.get("protocol", ""),
+                        "system": system_name(c.params),
                         "params": c.params,
                         **si,
                         "measured_tcp_bps": c.measured_tcp_bps,
@@ -875,8 +882,9 @@ def _fmt_delay(s: float | None) -> str:
 
 def table42(campaign: Campaign, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Thesis Table 4.2 layout: one table per remaining link setting (rate, loss), rows aspect × delay,
-    one column per protocol; each cell DMOS ± half-width (n)."""
-    protocols = sorted({r["protocol"] for r in rows})
+    one column per protocol (a VM-mode condition is a column of its own, e.g. "spice (VM)"); each
+    cell DMOS ± half-width (n)."""
+    protocols = sorted({r["system"] for r in rows})
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         groups[(r["rate_bps"] or -1, r["loss_pct"] or 0.0)].append(r)
@@ -892,7 +900,7 @@ def table42(campaign: Campaign, rows: list[dict[str, Any]]) -> list[dict[str, An
                         (
                             r
                             for r in items
-                            if r["aspect"] == a["key"] and r["delay_s"] == d and r["protocol"] == p
+                            if r["aspect"] == a["key"] and r["delay_s"] == d and r["system"] == p
                         ),
                         None,
                     )
@@ -906,15 +914,14 @@ def table42(campaign: Campaign, rows: list[dict[str, Any]]) -> list[dict[str, An
 
 
 def chart_payloads(analysis_part: dict[str, Any], aspect: str, protocol: str) -> dict[str, Any]:
-    """Figs 4.3 and 4.4 for one aspect and protocol, in the dashboard's chart payload format.
+    """Figs 4.3 and 4.4 for one aspect and protocol (as ``system_name`` gives it), in the
+    dashboard's chart payload format.
 
     4.3: DMOS vs measured TCP throughput (Mbit/s), one series per one-way delay.
     4.4: DMOS vs one-way delay (ms), one series per link rate (the fixed-throughput setting); each
     point's measured throughput is in the series label range.
     """
-    rows = [
-        r for r in analysis_part["dmos"] if r["aspect"] == aspect and r["protocol"] == protocol and r["n"]
-    ]
+    rows = [r for r in analysis_part["dmos"] if r["aspect"] == aspect and r["system"] == protocol and r["n"]]
 
     def point(x: float | None, r: dict[str, Any]) -> dict[str, Any] | None:
         if x is None or r["mean"] is None:

@@ -249,7 +249,7 @@ def campaign_progress(request: HttpRequest, pk: int) -> HttpResponse:
 def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = _campaign_or_404(request, pk)
     analysis = services.analyze(campaign)
-    protocols = sorted({r["protocol"] for r in analysis["all"]["dmos"]})
+    protocols = sorted({r["system"] for r in analysis["all"]["dmos"]})
     charts = {
         part: {
             f"{a['key']}|{p}": services.chart_payloads(analysis[part], a["key"], p)

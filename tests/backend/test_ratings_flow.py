@@ -725,3 +725,17 @@ def test_a_live_page_says_plainly_that_live_sessions_are_unavailable(
     page = client.get(f"/rate/{raw}/").content.decode()
     assert "Live sessions are not available on this deployment" in page
     assert 'id="live-session"' in page and 'id="rating-fields" disabled' in page
+
+
+def test_table_4_2_gives_vm_mode_conditions_a_column_of_their_own(campaign: Any) -> None:
+    from ratings import services
+
+    base = {"aspect": campaign.aspects[0]["key"], "delay_s": 0.01, "rate_bps": 1e6, "loss_pct": None}
+    rows = [
+        {**base, "protocol": "spice", "system": services.system_name({"protocol": "spice"}), "mean": 4.0},
+        {**base, "protocol": "spice", "system": services.system_name({"protocol": "spice", "server": "vm"}),
+         "mean": 3.0},
+    ]  # fmt: skip
+    (table,) = services.table42(campaign, rows)
+    assert table["protocols"] == ["spice", "spice (VM)"]
+    assert [cell["mean"] for cell in table["rows"][0]["cells"]] == [4.0, 3.0]
