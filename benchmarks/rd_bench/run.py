@@ -142,17 +142,19 @@ def markdown_servers(rows: list[dict[str, Any]], command: str, meta: dict[str, A
         f"Q = {meta['quiet']}, P = 0.5 s, thesis settings; guests under {meta['accel']}; "
         f"wall time {meta['wall_min']:.0f} min).",
         "",
-        "± is the 95 % CI (Student t) over the updates. *guest ready*: QEMU start to the first page on "
+        "± is the 95 % CI (Student t): *over updates* pools every update of every repetition, *over runs* "
+        "takes one mean per trial (the thesis' method; — with one repetition). *guest ready*: QEMU start "
+        "to the first page on "
         "the guest's screen (boot, or snapshot restore + page load); *restore*: QEMU start to the "
         "restored guest running. Setup includes the guest's start, teardown includes stopping it.",
         "",
-        "| server | protocol | link | T ms | X KB | X/T Mbit/s | pixel ms | n (timed out / extended) "
-        "| guest ready s | restore s | setup s | teardown s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| server | protocol | link | T ms over updates | T ms over runs | X KB | X/T Mbit/s | pixel ms "
+        "| n (timed out / extended) | guest ready s | restore s | setup s | teardown s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['server']} | {r['protocol']} | {r['rate']} | {fmt(r['T_updates'])} "
+            f"| {r['server']} | {r['protocol']} | {r['rate']} | {fmt(r['T_updates'])} | {fmt(r['T_trials'])} "
             f"| {fmt(r['X_updates'], 1e-3, 1)} | {fmt(r['R_updates'], 1e-6, 2)} | {fmt(r['pixel_updates'])} "
             f"| {r['updates']} ({r['timed_out']} / {r['extended']}) | {fmt(r['vm_ready'], 1, 1)} "
             f"| {fmt(r['vm_restore'], 1, 2)} | {fmt(r['setup'], 1, 1)} | {fmt(r['teardown'], 1, 1)} |"
