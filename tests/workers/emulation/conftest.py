@@ -10,3 +10,14 @@ def netns_ok():
     if not has_net_admin():
         pytest.skip("needs root or CAP_NET_ADMIN to create network namespaces")
     return True
+
+
+@pytest.fixture
+def prefix(request):
+    """A fixed name prefix per test, cleaned before and after, never the bare "ql" other users share."""
+    from qoelab.emulation.cleanup import cleanup_leftovers
+
+    name = "qlt" + format(abs(hash(request.node.name)) % 36**5, "05x")[:5]
+    cleanup_leftovers(name)
+    yield name
+    cleanup_leftovers(name)

@@ -35,6 +35,7 @@ def register(subparsers: Any) -> None:
     check.add_argument("--up-loss", help="client -> server loss if it differs")
     check.add_argument("--mtu", type=int, default=1500)
     check.add_argument("--seed", type=int, default=1)
+    add_tcp_arguments(check)
     check.add_argument("--backend", choices=("auto", "netem", "userspace"), default="auto")
     check.add_argument("--duration", type=float, default=5.0, help="seconds per TCP test (default 5)")
     check.add_argument("--prefix", help="name prefix for namespaces (default: ql + 6 random chars)")
@@ -49,6 +50,25 @@ def register(subparsers: Any) -> None:
     )
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     cleanup.set_defaults(func=cmd_cleanup)
+
+
+def add_tcp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The trial's TCP in both namespaces (``qoelab.emulation.tcp``), as ``LinkParams`` has it."""
+    parser.add_argument("--tcp-cc", default="cubic", help="congestion control, e.g. reno (default cubic)")
+    parser.add_argument("--tcp-sack", choices=("on", "off"), default="on", help="selective ACKs (default on)")
+    parser.add_argument("--tcp-rmem-max", help="receive buffer ceiling, e.g. 512kb (default: 2 x BDP)")
+    parser.add_argument("--tcp-wmem-max", help="send buffer ceiling, e.g. 512kb (default: 2 x BDP)")
+    parser.add_argument("--rto-min", help="minimum RTO on the routes, e.g. 50ms (default: kernel's 200ms)")
+
+
+def tcp_from_args(args: argparse.Namespace) -> Any:
+    """Validated ``TcpSettings`` from the flags; a bad value names the flag's field and the bound."""
+    from qoelab.emulation.profile import LinkParams
+    from qoelab.params import validate_params
+
+    raw = {"tcp_cc": args.tcp_cc, "tcp_sack": args.tcp_sack == "on", "tcp_rmem_max": args.tcp_rmem_max,
+           "tcp_wmem_max": args.tcp_wmem_max, "rto_min": args.rto_min}  # fmt: skip
+    return validate_params(LinkParams, raw).tcp_settings()  # type: ignore[attr-defined]
 
 
 def _sigterm_to_exit() -> None:
@@ -77,6 +97,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             up_loss=args.up_loss,
             mtu=args.mtu,
             seed=args.seed,
+            tcp=tcp_from_args(args),
         )
         if not 1 <= args.duration <= 600:
             print(f"error: duration: must be between 1 and 600 s, got {args.duration:g}", file=sys.stderr)
@@ -165,6 +186,14 @@ def print_table(result: dict[str, Any]) -> None:
         table.add_row("TCP model (Mathis)", "", _fmt_rate(result["mathis_bps"]), "", "")
     console = Console()
     console.print(table)
+    tcp = result["link"].get("tcp") or {}
+    if tcp:
+        rto = tcp["rto_min_ms"]
+        console.print(
+            f"TCP in both namespaces (read back): {tcp['cc']}, SACK {'on' if tcp['sack'] else 'off'}, "
+            f"buffer ceilings rmem {tcp['rmem_max']} B / wmem {tcp['wmem_max']} B, rto_min {rto:g} ms",
+            highlight=False,
+        )
     if result.get("mathis_bps"):
         console.print(
             f"Lossy link: the Mathis et al. model (MSS/RTT * sqrt(3/2) / sqrt(p)) predicts "

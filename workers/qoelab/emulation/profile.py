@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from qoelab import params
+from qoelab.emulation.tcp import BUFFER_MAX, BUFFER_MIN, DEFAULT_CC, RTO_MIN_MAX_S, RTO_MIN_MIN_S, TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.units import (
     format_duration,
@@ -142,16 +144,22 @@ class Direction:
 
 @dataclass(frozen=True)
 class LinkProfile:
-    """A two-way link: ``up`` is client -> server, ``down`` is server -> client."""
+    """A two-way link: ``up`` is client -> server, ``down`` is server -> client.
+
+    ``tcp`` is what both namespaces' TCP is set to (``qoelab.emulation.tcp``): not the link itself,
+    but part of every condition, so it travels with the profile.
+    """
 
     up: Direction
     down: Direction
     mtu: int = 1500
     seed: int = 1
+    tcp: TcpSettings = TcpSettings()
 
     def validate(self) -> LinkProfile:
         self.down.validate("")
         self.up.validate("up_")
+        self.tcp.validate()
         if isinstance(self.mtu, bool) or not isinstance(self.mtu, int) or not MTU_MIN <= self.mtu <= MTU_MAX:
             raise ParameterError(
                 "mtu", f"must be an integer between {MTU_MIN} and {MTU_MAX}, got {self.mtu!r}"
@@ -184,6 +192,7 @@ class LinkProfile:
         up_limit: object = None,
         mtu: object = 1500,
         seed: object = 1,
+        tcp: TcpSettings | None = None,
     ) -> LinkProfile:
         """Build a validated profile from human strings (``'10mbit'``, ``'25ms'``, ``'0.5%'``).
 
@@ -213,10 +222,17 @@ class LinkProfile:
             up = replace(up, gemodel=parse_gemodel(up_gemodel, "up_gemodel"), loss_pct=0.0)
         if up_limit not in (None, ""):
             up = replace(up, **parse_limit(up_limit, "up_limit"))
-        return cls(up=up, down=down, mtu=_parse_int(mtu, "mtu"), seed=_parse_int(seed, "seed")).validate()
+        mtu_, seed_ = _parse_int(mtu, "mtu"), _parse_int(seed, "seed")
+        return cls(up=up, down=down, mtu=mtu_, seed=seed_, tcp=tcp or TcpSettings()).validate()
 
     def to_json(self) -> dict[str, Any]:
-        return {"up": asdict(self.up), "down": asdict(self.down), "mtu": self.mtu, "seed": self.seed}
+        return {
+            "up": asdict(self.up),
+            "down": asdict(self.down),
+            "mtu": self.mtu,
+            "seed": self.seed,
+            "tcp": self.tcp.to_json(),
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | str) -> LinkProfile:
@@ -237,6 +253,7 @@ class LinkProfile:
             down=direction(data["down"]),
             mtu=int(data.get("mtu", 1500)),
             seed=int(data.get("seed", 1)),
+            tcp=TcpSettings.from_json(data.get("tcp")),
         ).validate()
 
     def summary(self) -> dict[str, Any]:
@@ -251,6 +268,7 @@ class LinkProfile:
             "loss_pct": self.down.mean_loss_pct(),
             "up_loss_pct": self.up.mean_loss_pct(),
             "mtu": self.mtu,
+            "tcp_cc": self.tcp.cc,
         }
 
 
@@ -342,6 +360,41 @@ class LinkParams(BaseModel):
     up_jitter: params.Duration(0.0, JITTER_MAX_S) | None = None  # type: ignore[valid-type]
     up_loss: params.Percent() | None = None  # type: ignore[valid-type]
     mtu: int = Field(default=1500, ge=MTU_MIN, le=MTU_MAX)
+    # TCP in both namespaces (qoelab.emulation.tcp). A worker offers an algorithm when its kernel
+    # does (capability tcp_cc.<name>), so the pattern only keeps the name a name.
+    tcp_cc: str = Field(
+        default=DEFAULT_CC,
+        description="TCP congestion control in both namespaces: any the worker's kernel offers "
+        "(reno, cubic, bbr, ...); the thesis used cubic (ch. 4) and NewReno = reno (ch. 2)",
+    )
+    tcp_sack: bool = Field(default=True, description="TCP selective acknowledgements (net.ipv4.tcp_sack)")
+    tcp_rmem_max: params.Bytes(BUFFER_MIN, BUFFER_MAX) | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="receive buffer ceiling (tcp_rmem max, e.g. 512kb); empty = twice the path's BDP",
+    )
+    tcp_wmem_max: params.Bytes(BUFFER_MIN, BUFFER_MAX) | None = Field(  # type: ignore[valid-type]
+        default=None,
+        description="send buffer ceiling (tcp_wmem max, e.g. 512kb); empty = twice the path's BDP",
+    )
+    rto_min: params.Duration(RTO_MIN_MIN_S, RTO_MIN_MAX_S) | None = Field(  # type: ignore[valid-type]
+        default=None, description="minimum retransmission timeout (route option); empty = the kernel's 200ms"
+    )
+
+    @field_validator("tcp_cc")
+    @classmethod
+    def _cc_is_a_name(cls, value: str) -> str:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,15}", value):
+            raise ValueError(f"must be a congestion control name such as cubic or reno, got {value!r}")
+        return value
+
+    def tcp_settings(self) -> TcpSettings:
+        return TcpSettings(
+            cc=self.tcp_cc,
+            sack=self.tcp_sack,
+            rmem_max=None if self.tcp_rmem_max is None else int(self.tcp_rmem_max),
+            wmem_max=None if self.tcp_wmem_max is None else int(self.tcp_wmem_max),
+            rto_min_s=self.rto_min,
+        ).validate()
 
     def to_profile(self, seed: int = 1) -> LinkProfile:
         return LinkProfile.parse(
@@ -359,4 +412,5 @@ class LinkParams(BaseModel):
             up_loss=self.up_loss,
             mtu=self.mtu,
             seed=seed,
+            tcp=self.tcp_settings(),
         )

@@ -13,7 +13,6 @@ context manager factory called with the built link and exited before teardown.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
 import os
 import signal
@@ -29,7 +28,7 @@ from typing import Any
 from pyroute2 import netns
 from pyroute2.netlink.exceptions import NetlinkError
 
-from qoelab.emulation import netem
+from qoelab.emulation import netem, tcp
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.system import (
     check_prefix,
@@ -75,6 +74,7 @@ class EmulatedLink:
     emulator: Any = None  # the UserspaceLink with the userspace backend
     emulator_stats: dict[str, Any] = field(default_factory=dict)
     processes: list[subprocess.Popen] = field(default_factory=list)
+    tcp: dict[str, Any] = field(default_factory=dict)  # asked for and read back, per namespace
 
     def ns(self, which: str) -> str:
         """``'client'``/``'server'`` (or a namespace name) -> the namespace name."""
@@ -113,12 +113,9 @@ class EmulatedLink:
         return result
 
     def add_route(self, which: str, dst: str, via: str | None = None) -> None:
-        """Route ``dst`` (e.g. a VM subnet behind the server) inside a namespace."""
-        net = ipaddress.ip_network(dst, strict=False)
-        with iproute_in(self.ns(which)) as ipr:
-            ipr.route(
-                "add", dst=str(net.network_address), dst_len=net.prefixlen, gateway=via or self.peer_ip(which)
-            )
+        """Route ``dst`` (e.g. a VM subnet behind the server) inside a namespace, with the RTO floor."""
+        gateway = via or self.peer_ip(which)
+        tcp.route_to(self.ns(which), dst, gateway=gateway, rto_min_s=self.profile.tcp.rto_min_s)
 
     def peer_ip(self, which: str) -> str:
         return self.server_ip if self.ns(which) == self.client_ns else self.client_ip
@@ -135,6 +132,7 @@ class EmulatedLink:
             "client_ip": self.client_ip,
             "server_ip": self.server_ip,
             "mtu": self.profile.mtu,
+            "tcp": self.tcp,
         }
 
     def _stop_processes(self) -> None:
@@ -300,6 +298,9 @@ def emulated_link(
     """
     require_net_admin()
     profile.validate()
+    tcp.require_algorithm(profile.tcp.cc)
+    if tcp.ensure_allowed(profile.tcp.cc):
+        log.info("added %s to the host's net.ipv4.tcp_allowed_congestion_control", profile.tcp.cc)
     prefix = check_prefix(prefix or new_prefix())
     chosen, reason = choose_backend(backend)
     if chosen == "userspace" and backend == "auto":
@@ -322,13 +323,14 @@ def emulated_link(
                     f"namespace {name} already exists; run 'qoelab link cleanup --prefix {prefix}'"
                 )
             create_netns(name)
-            size_tcp_buffers(name, profile)
+            tcp.apply(name, profile.tcp, profile)
         if chosen == "netem":
             _build_netem(link)
         elif chosen == PLUMBING_BACKEND:
             _build_plumbing(link)
         else:
             _build_userspace(link, log_path)
+        link.tcp = _settle_tcp(link)
         log.info("%s: %s link up (%s)", prefix, chosen, profile.down.describe())
         with server_side(link) if server_side else contextlib.nullcontext():
             yield link
@@ -340,34 +342,23 @@ def emulated_link(
         log.debug("%s: removed %s", prefix, removed)
 
 
-# Linux's default TCP buffer ceilings (tcp_wmem 4 MiB here) cap one flow at about wmem/RTT, e.g.
-# ~330 Mbit/s at 100 ms: that would measure the host's defaults, not the emulated path. Each
-# namespace therefore gets ceilings of twice the path's bandwidth-delay product plus its queue (a
-# tuned host, as on a long fat network testbed); never below the defaults, at most 256 MiB.
-TCP_BUFFER_DEFAULTS = {
-    "net.ipv4.tcp_rmem": (4096, 131072, 6291456),
-    "net.ipv4.tcp_wmem": (4096, 16384, 4194304),
-}
-TCP_BUFFER_CAP = 256 * 2**20
-UNSHAPED_RATE_BPS = 10e9  # what an unshaped link is sized for
-
-
-def tcp_buffer_ceiling(profile: LinkProfile) -> int:
-    rtt = profile.up.delay_s + profile.down.delay_s + profile.up.jitter_s + profile.down.jitter_s
-    rate = max(d.rate_bps or UNSHAPED_RATE_BPS for d in (profile.up, profile.down))
-    queue = max(d.limit_bytes or (d.limit_pkts or 1000) * profile.mtu for d in (profile.up, profile.down))
-    return int(min(TCP_BUFFER_CAP, 2 * rate / 8 * rtt + queue))
-
-
-def size_tcp_buffers(ns: str, profile: LinkProfile) -> None:
-    ceiling = tcp_buffer_ceiling(profile)
-    for key, (lo, default, top) in TCP_BUFFER_DEFAULTS.items():
-        value = f"{lo} {default} {max(top, ceiling)}"
-        out = subprocess.run(
-            ns_exec_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"]), capture_output=True, text=True
-        )
-        if out.returncode != 0:  # the link still works; TCP may be window-limited on long paths
-            log.warning("%s: cannot set %s: %s", ns, key, out.stderr.strip())
+def _settle_tcp(link: EmulatedLink) -> dict[str, Any]:
+    """Set the RTO floor on the route to the peer, read both namespaces back, refuse a mismatch."""
+    settings = link.profile.tcp
+    out: dict[str, Any] = {"requested": settings.to_json()}
+    sides = (("client", link.client_ns, link.client_if), ("server", link.server_ns, link.server_if))
+    for side, ns, ifname in sides:
+        peer = link.peer_ip(ns)
+        if settings.rto_min_s is not None:
+            tcp.route_to(ns, f"{peer}/32", ifname=ifname, rto_min_s=settings.rto_min_s)
+        got = tcp.read_back(ns, peer)
+        wrong = tcp.mismatches(settings, link.profile, got)
+        if wrong:
+            raise LinkError(f"the TCP settings did not take in namespace {ns}: {'; '.join(wrong)}")
+        out[side] = got
+    # One line for tables: both sides agree (checked above), so the client's values stand for both.
+    out.update({k: out["client"][k] for k in ("cc", "sack", "rmem_max", "wmem_max", "rto_min_ms")})
+    return out
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import re
 import statistics
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from scipy.stats import beta
@@ -26,7 +27,8 @@ from qoelab.emulation.topology import LinkError
 if TYPE_CHECKING:
     from qoelab.emulation.topology import EmulatedLink
 
-IPERF_PORT = 5201
+IPERF_PORT = 5201  # and the next port, for the second of the two concurrent UDP probes
+PING_INTERVAL_S = 0.02  # idle RTT: 20 echoes in 0.4 s (root may ping this fast)
 TCP_OVERHEAD = 52  # IPv4 20 + TCP 20 + timestamps 12: MSS = MTU - 52 on Linux
 UDP_PAYLOAD = 200  # bytes per probe datagram
 PROBE_MAX_BPS = 2e6
@@ -79,24 +81,24 @@ def _rtt_stats(rtts: list[float], sent: int) -> dict[str, Any]:
     }
 
 
-def _iperf(link: EmulatedLink, args: list[str], timeout: float) -> dict[str, Any]:
+def _iperf(link: EmulatedLink, args: list[str], timeout: float, port: int = IPERF_PORT) -> dict[str, Any]:
     """One iperf3 test against its own one-off server (``-s -1``).
 
     iperf3 sometimes stalls at the end of a test, before the results exchange (seen here once in
     a UDP probe over a 1 % loss link; esnet/iperf#1527): the client then never exits. A fresh
     server per test keeps one stall from blocking the next test, and a stalled test is run once
-    more before the verification fails.
+    more before the verification fails. A server that stalls before it listens is retried too.
     """
-    argv = [find_tool("iperf3"), "-c", link.server_ip, "-p", str(IPERF_PORT), "-J", *args]
+    argv = [find_tool("iperf3"), "-c", link.server_ip, "-p", str(port), "-J", *args]
     for attempt in range(1, IPERF_STALL_ATTEMPTS + 1):
         server = link.popen_in(
             "server",
-            [find_tool("iperf3"), "-s", "-1", "-B", link.server_ip, "-p", str(IPERF_PORT)],
+            [find_tool("iperf3"), "-s", "-1", "-B", link.server_ip, "-p", str(port)],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
         try:
-            _wait_port(link)
+            _wait_port(link, port)
             out = link.run_in("client", argv, timeout=timeout)
             break
         except LinkError as err:
@@ -130,14 +132,16 @@ def _tcp(link: EmulatedLink, duration_s: float, reverse: bool) -> dict[str, Any]
     }
 
 
-def _udp_loss(link: EmulatedLink, duration_s: float, reverse: bool, rate_bps: float | None) -> dict[str, Any]:
+def _udp_loss(
+    link: EmulatedLink, duration_s: float, reverse: bool, rate_bps: float | None, port: int = IPERF_PORT
+) -> dict[str, Any]:
     probe_bps = min(PROBE_MAX_BPS, (rate_bps or PROBE_MAX_BPS * 4) / 4)
     args = ["-u", "-b", f"{int(probe_bps)}", "-l", str(UDP_PAYLOAD), "-t", f"{duration_s:g}"]
     args += ["-R"] if reverse else []
     rtt = link.profile.up.delay_s + link.profile.down.delay_s
     for attempt in range(1, UDP_SETUP_ATTEMPTS + 1):
         try:
-            data = _iperf(link, args, timeout=duration_s + 20 + 10 * rtt)
+            data = _iperf(link, args, timeout=duration_s + 20 + 10 * rtt, port=port)
             break
         except RuntimeError as err:
             # iperf3 opens a UDP stream with one datagram each way and no retransmission
@@ -216,7 +220,7 @@ def verify_link(
     find_tool("ping", "iputils-ping")
     started = time.time()
     loss_duration_s = loss_duration_s or max(2.0, duration_s / 2)
-    idle = link.run_in("client", _ping_argv(link, ping_count, 0.05), timeout=60)
+    idle = link.run_in("client", _ping_argv(link, ping_count, PING_INTERVAL_S), timeout=60)
     rtt_idle = _rtt_stats(parse_ping(idle.stdout), ping_count)
     tcp_up = _tcp(link, duration_s, reverse=False)
     # Ping during the download: replies queue behind the data on the down direction.
@@ -225,8 +229,12 @@ def verify_link(
     tcp_down = _tcp(link, duration_s, reverse=True)
     loaded_out, _ = pinger.communicate(timeout=60)
     rtt_loaded = _rtt_stats(parse_ping(loaded_out), loaded_count)
-    loss_up = _udp_loss(link, loss_duration_s, False, link.profile.up.rate_bps)
-    loss_down = _udp_loss(link, loss_duration_s, True, link.profile.down.rate_bps)
+    # The two paced probes use opposite directions of the link, so they run at once (one fewer
+    # probe's time per trial); each has its own one-off iperf3 server.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        up = pool.submit(_udp_loss, link, loss_duration_s, False, link.profile.up.rate_bps, IPERF_PORT)
+        down = pool.submit(_udp_loss, link, loss_duration_s, True, link.profile.down.rate_bps, IPERF_PORT + 1)
+        loss_up, loss_down = up.result(), down.result()
     conf = _configured(link)
     packets = loss_up["packets"] + loss_down["packets"]
     lost = loss_up["lost"] + loss_down["lost"]
@@ -279,12 +287,13 @@ def verify_link(
     }
 
 
-def _wait_port(link: EmulatedLink, timeout: float = 5.0) -> None:
+def _wait_port(link: EmulatedLink, port: int = IPERF_PORT, timeout: float = 5.0) -> None:
     """Wait until the iperf3 server listens (ss in the server namespace)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = link.run_in("server", ["ss", "-Hltn", f"sport = :{IPERF_PORT}"], timeout=5)
+        out = link.run_in("server", ["ss", "-Hltn", f"sport = :{port}"], timeout=5)
         if out.stdout.strip():
             return
         time.sleep(0.05)
-    raise RuntimeError(f"iperf3 server did not start listening on port {IPERF_PORT} within {timeout:g} s")
+    # A LinkError, like a client timeout: a server that never listens is a stall to retry.
+    raise LinkError(f"iperf3 server did not start listening on port {port} within {timeout:g} s")
