@@ -184,6 +184,10 @@ cat >"$ROOT/usr/local/bin/qoelab-x2go-kiosk" <<'X2GO'
 exec qoelab-kiosk-browser "/tmp/qoelab-x2go-chromium-$$" file:///usr/local/share/qoelab/wait.html
 X2GO
 chmod 755 "$ROOT/usr/local/bin/qoelab-kiosk-browser" "$ROOT/usr/local/bin/qoelab-x2go-kiosk"
+# nxagent with an image rate limit above any link rate: its documented "no limit" default holds back
+# pages drawn at link ADSL for ~4 s (docs/rd-benchmark.md, "X2Go's silent gap"). Keep in step with
+# qoelab.vm.bench.GUEST_X2GO_IRLIMIT.
+echo 'X2GO_NXAGENT_DEFAULT_OPTIONS+=" -irlimit 1000000"' >>"$ROOT/etc/x2go/x2goagent.options"
 cat >"$ROOT/etc/systemd/system/qoelab-kiosk.service" <<'UNIT'
 [Unit]
 Description=qoelab kiosk (autologin X session of user rd)

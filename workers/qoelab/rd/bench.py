@@ -26,6 +26,7 @@ from qoelab.rd.clients import fit_viewer_window, resolve_settings, start_viewer
 from qoelab.rd.desktop import PROTOCOLS, ServerSide, find_x2go_agent_display, start_server_side
 from qoelab.rd.display import Display, start_xvfb
 from qoelab.rd.driver import DriverParams, drive
+from qoelab.rd.geometry import desktop_extent, root_size
 from qoelab.rd.procs import ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.workload import Manifest, find_link, generate
 
@@ -85,15 +86,21 @@ def calibrate(
                 break
         if offs:
             info["pointer"] = {"offsets": offs, "consistent": len(set(offs)) == 1}
+        server_screen = root_size(server_display)
+        if server_screen is not None:
+            info["server_screen"] = list(server_screen)
         if server_display.proc is not None:
             seen = find_link(server_display.grab())
             link = manifest.page(page).link
             if seen is not None:
                 info["page_on_server"] = {"dx": seen.x - link.x, "dy": seen.y - link.y}
-    found = find_link(client.grab())
+    shot = client.grab()
+    found = find_link(shot)
     link = manifest.page(page).link
     if found is not None:
         info["visual"] = {"dx": found.x - link.x, "dy": found.y - link.y}
+        # How much of the 800x600 desktop the client really shows (a black band shortens it).
+        info["desktop_extent"] = list(desktop_extent(shot, (info["visual"]["dx"], info["visual"]["dy"])))
         scale = found.w / link.w
         info["scale"] = round(scale, 3)
         if abs(scale - 1) > 0.05:

@@ -46,8 +46,14 @@ PARAM_FLAGS = {
     "spice_image_compression": "SPICE image compression, default auto_glz",
     "x2go_link": "X2Go link quality modem|isdn|adsl|wan|lan, default adsl",
     "x2go_pack": "X2Go compression method, default 16m-jpeg-9",
+    "x2go_irlimit": "nxagent -irlimit kB/s, default 1000000 (0 = stock nxagent, see docs/rd-benchmark.md)",
+    "tcp_cc": "TCP congestion control in both namespaces, default cubic (the thesis')",
+    "tcp_sack": "TCP selective ACKs true|false, default true",
+    "tcp_rmem_max": "receive buffer ceiling, e.g. 512kb (default: twice the path's BDP)",
+    "tcp_wmem_max": "send buffer ceiling, e.g. 512kb (default: twice the path's BDP)",
+    "rto_min": "minimum retransmission timeout on the routes, e.g. 50ms (default: the kernel's 200ms)",
 }
-INT_PARAMS = {"pages", "seed", "vnc_compresslevel", "vnc_quality"}
+INT_PARAMS = {"pages", "seed", "vnc_compresslevel", "vnc_quality", "x2go_irlimit"}
 
 
 def register_bench(rd_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -106,7 +112,8 @@ def print_table(doc: dict[str, Any]) -> None:
     down = _fmt((meas.get("tcp_down_bps") or 0) / 1e6, ".2f")
     console.print(
         f"{doc['protocol']} over {doc['link_profile']}: link measured TCP down "
-        f"{down} Mbit/s, RTT {_fmt(meas.get('rtt_ms'), '.1f')} ms "
+        f"{down} Mbit/s, RTT {_fmt(meas.get('rtt_ms'), '.1f')} ms, "
+        f"TCP {link.get('link', {}).get('tcp', {}).get('cc')} "
         f"(checks {'ok' if link.get('ok') else 'NOT ok'})",
         highlight=False,
         soft_wrap=True,

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
-from qoelab.rd.desktop import SERVER_DEFAULTS, VNC_SERVERS, ServerSide
+from qoelab.rd.desktop import SCREEN_H, SCREEN_W, SERVER_DEFAULTS, VNC_SERVERS, ServerSide, check_irlimit
 from qoelab.rd.display import Display
-from qoelab.rd.procs import Proc, ProcSet, require_tool
+from qoelab.rd.procs import Proc, ProcSet, require_tool, wait_for
 
 CLIENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "vnc": {"compresslevel": 9, "quality": 5, "encodings": None, "viewer_args": []},
@@ -62,6 +62,7 @@ def resolve_settings(protocol: str, settings: dict[str, Any] | None) -> dict[str
             raise ParameterError(
                 "settings.link", f"must be one of {', '.join(X2GO_LINKS)}, got {merged['link']!r}"
             )
+        check_irlimit(merged["irlimit"])
         if merged["session_type"] not in ("desktop", "application"):
             raise ParameterError(
                 "settings.session_type", f"must be desktop or application, got {merged['session_type']!r}"
@@ -111,7 +112,8 @@ def start_viewer(
         env["HOME"] = str(home)  # its own ~/.x2go, ~/.ssh/known_hosts: nothing shared between trials
         argv = [
             viewer, "--server", server.ip, "--remote-ssh-port", str(server.port),
-            "-u", str(server.user), "--password", str(server.password), "--force-password",
+            # "--password=": a generated password may start with "-", which argparse takes for an option.
+            "-u", str(server.user), f"--password={server.password}", "--force-password",
             "--add-to-known-hosts", "--terminate-on-ctrl-c",
             "--sound", "none", "--link", settings["link"], "--pack", settings["pack"],
             "--geometry", settings["geometry"], "--session-type", settings["session_type"],
@@ -133,8 +135,10 @@ def start_viewer(
 SPICE_WINDOW = (810, 656)
 
 
-def fit_viewer_window(protocol: str, display: Display) -> dict[str, int] | None:
+def fit_viewer_window(protocol: str, display: Display) -> dict[str, Any] | None:
     """Put the viewer's window where page coordinates map 1:1; returns its final geometry."""
+    if protocol == "x2go":
+        return fit_x2go_window(display)
     if protocol != "spice":
         return None
     windows = display.windows()
@@ -145,3 +149,37 @@ def fit_viewer_window(protocol: str, display: Display) -> dict[str, int] | None:
     display.xdotool("windowsize", wid, str(SPICE_WINDOW[0]), str(SPICE_WINDOW[1]))
     _wid, x, y, w, h = next((w for w in display.windows() if str(w[0]) == wid), windows[0])
     return {"x": x, "y": y, "w": w, "h": h}
+
+
+def fit_x2go_window(display: Display, timeout: float = 30) -> dict[str, Any] | None:
+    """Size nxagent's window to the session geometry and wait until the desktop fills it.
+
+    With no window manager on the client display nxagent forces "fullscreen" and makes its screen
+    3/4 of the client screen (768 x 576 here) instead of the requested 800 x 600; with X2Go's
+    ``resize=1`` it resizes its screen to follow its window, so sizing the window is enough.
+    Returns the window's final geometry, with ``resized_from`` when it had to be changed.
+    """
+    from qoelab.rd.geometry import desktop_extent, fills, x2go_windows
+
+    wids = x2go_windows(display)
+    if not wids:
+        return None
+    wid = wids[0]
+
+    def geometry() -> dict[str, int]:
+        _w, x, y, w, h = next((w for w in display.windows() if str(w[0]) == wid), (0, -1, -1, 0, 0))
+        return {"x": x, "y": y, "w": w, "h": h}
+
+    before = geometry()
+    if (before["w"], before["h"]) == (SCREEN_W, SCREEN_H) and (before["x"], before["y"]) == (0, 0):
+        return before
+    display.xdotool("windowmove", wid, "0", "0")
+    display.xdotool("windowsize", wid, str(SCREEN_W), str(SCREEN_H))
+    # The agent resizes its screen over the link and the browser repaints the uncovered band.
+    wait_for(
+        f"X2Go desktop filling {SCREEN_W}x{SCREEN_H} on {display.name}",
+        lambda: fills(desktop_extent(display.grab(), (0, 0), (SCREEN_W, SCREEN_H)), (SCREEN_W, SCREEN_H)),
+        timeout,
+        poll=0.3,
+    )
+    return {**geometry(), "resized_from": f"{before['w']}x{before['h']}"}

@@ -45,7 +45,8 @@ SERVER_DEFAULTS: dict[str, dict[str, Any]] = {
         "zlib_glz_wan_compression": "auto",
         "streaming_video": "filter",
     },
-    "x2go": {"ssh_port": 22},
+    # nxagent's -irlimit in kB/s: see x2go_agent_options and docs/rd-benchmark.md ("X2Go's silent gap").
+    "x2go": {"ssh_port": 22, "irlimit": 1_000_000},
 }
 VNC_SERVERS = ("x11vnc", "tigervnc")
 SPICE_IMAGE_COMPRESSION = ("off", "auto_glz", "auto_lz", "quic", "glz", "lz")
@@ -284,7 +285,10 @@ def ensure_rd_user() -> tuple[str, str]:
     return RD_USER, secret.read_text().strip()
 
 
-def start_sshd(procs: ProcSet, ns: str, ip: str, port: int, workdir: Path, user: str) -> Proc:
+def start_sshd(
+    procs: ProcSet, ns: str, ip: str, port: int, workdir: Path, user: str, env: dict[str, str] | None = None
+) -> Proc:
+    """sshd for the X2Go login; ``env`` is set in the login's environment (sshd's ``SetEnv``)."""
     sshd = require_tool("sshd", "openssh-server")
     keygen = require_tool("ssh-keygen", "openssh-client")
     require_tool("x2goruncommand", "x2goserver")
@@ -315,6 +319,7 @@ PrintMotd no
 AcceptEnv LANG LC_*
 Subsystem sftp /usr/lib/openssh/sftp-server
 """
+        + "".join(f'SetEnv {k}="{v}"\n' for k, v in (env or {}).items())
     )
     proc = procs.spawn("sshd", [sshd, "-D", "-e", "-f", str(conf)], ns=ns)
     wait_for("sshd", lambda: "server listening on" in proc.log_tail(10).lower(), 10, proc=proc)
@@ -322,6 +327,39 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 
 
 SESSION_BIN_DIR = Path("/usr/local/bin")
+X2GO_AGENT_OPTIONS_FILE = Path("/etc/x2go/x2goagent.options")
+IRLIMIT_MAX = 10**9
+
+
+def check_irlimit(irlimit: Any) -> int:
+    if isinstance(irlimit, bool) or not isinstance(irlimit, int) or not 0 <= irlimit <= IRLIMIT_MAX:
+        raise ParameterError(
+            "settings.irlimit", f"must be an integer 0-{IRLIMIT_MAX} (kB/s), got {irlimit!r}"
+        )
+    return irlimit
+
+
+def x2go_agent_options(irlimit: Any) -> str:
+    """``X2GO_NXAGENT_OPTIONS`` for x2gostartagent: the host's defaults plus ``-irlimit``.
+
+    With link ``adsl`` (defer level 2) nxagent keeps images put on windows in its framebuffer and
+    sends them later. Its block handler schedules that at once only while its output-rate estimate
+    is at most ``ImageRateLimit`` kB/s, and tests this even when no limit is set: with the default
+    0 any recent traffic postpones the page until the next unrelated X request wakes the agent
+    (~4 s on the kiosk desktop). A limit above any link rate makes the documented default
+    ("no limit") effective; 0 keeps nxagent's stock behaviour. The variable replaces
+    x2gostartagent's default options, hence those are kept.
+    """
+    irlimit = check_irlimit(irlimit)
+    defaults = "-nolisten tcp"
+    if X2GO_AGENT_OPTIONS_FILE.exists():
+        script = (
+            f'source {X2GO_AGENT_OPTIONS_FILE} >/dev/null 2>&1; printf %s "$X2GO_NXAGENT_DEFAULT_OPTIONS"'
+        )
+        res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False, timeout=10)
+        if res.returncode == 0 and res.stdout.strip():
+            defaults = res.stdout.strip()
+    return f"{defaults} -irlimit {irlimit}" if irlimit else defaults
 
 
 def x2go_session_command(url: str, prefix: str) -> str:
@@ -362,7 +400,8 @@ def start_server_side(
     elif protocol == "x2go":
         port = _port("settings.ssh_port", settings["ssh_port"])
         user, password = ensure_rd_user()
-        start_sshd(procs, ns, ip, port, workdir, user)
+        agent_options = x2go_agent_options(settings.get("irlimit", SERVER_DEFAULTS["x2go"]["irlimit"]))
+        start_sshd(procs, ns, ip, port, workdir, user, env={"X2GO_NXAGENT_OPTIONS": agent_options})
         side = ServerSide(protocol, ns, ip, port, url, user=user, password=password)
         side.session_script = x2go_session_command(url, prefix)
         return side

@@ -38,6 +38,7 @@ X2GO_SESSION_COMMAND = "qoelab-x2go-kiosk"  # in the image (vm-images/build.sh)
 X2GO_USER = "rd"
 # Under TCG an X2Go login starts nxagent and a second chromium inside the guest: minutes, not seconds.
 SETUP_TIMEOUT_S = {"vnc": 60.0, "spice": 60.0, "x2go": 300.0}
+GUEST_X2GO_IRLIMIT = 1_000_000  # nxagent -irlimit in the guest image (vm-images/build.sh)
 # rd settings -> QEMU -spice option names (the SPICE server is QEMU's libspice-server).
 SPICE_OPTION_NAMES = {
     "image_compression": "image-compression",
@@ -138,6 +139,11 @@ def run_vm_bench(
     if not isinstance(adaptive, bool):
         raise ParameterError("settings.qemu_adaptive", f"must be true or false, got {adaptive!r}")
     merged = resolve_settings(protocol, user_settings)
+    if protocol == "x2go" and merged["irlimit"] != GUEST_X2GO_IRLIMIT:
+        # The guest's nxagent options are baked into the image (vm-images/build.sh).
+        raise ParameterError(
+            "settings.irlimit", f"server vm runs the image's {GUEST_X2GO_IRLIMIT}, got {merged['irlimit']}"
+        )
     if protocol == "vnc":
         merged["server"] = "qemu"
         merged["port"] = 5900 + VNC_DISPLAY
