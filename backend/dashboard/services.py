@@ -427,6 +427,26 @@ def server_side(provenance: dict[str, Any] | None) -> str | None:
     return "; ".join(parts)
 
 
+def tcp_line(link: dict[str, Any] | None) -> str | None:
+    """One line on the TCP both namespaces ran, as the worker read it back (None: no link recorded)."""
+    if not link:
+        return None
+    tcp = (link.get("link") or {}).get("tcp")
+    if not tcp:
+        return "not recorded: the trial ran before qoelab set TCP per trial (the host's default, bbr here)"
+    rto = f"{tcp['rto_min_ms']:g} ms"
+    if (tcp.get("client") or {}).get("rto_min_source") == "kernel default":
+        rto += " (kernel default)"
+    return (
+        f"{tcp['cc']}, SACK {'on' if tcp['sack'] else 'off'}, buffer ceilings rmem {_kib(tcp['rmem_max'])} "
+        f"/ wmem {_kib(tcp['wmem_max'])}, rto_min {rto} (read back in both namespaces)"
+    )
+
+
+def _kib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1024:,.0f} KiB"
+
+
 def tcg_caveat(sweep: Sweep) -> str | None:
     """Say so when guests of this sweep ran under TCG: their T includes the emulator drawing pages."""
     tcg = sweep.trials.filter(provenance__vm__accel="tcg").count()

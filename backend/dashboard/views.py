@@ -26,13 +26,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import services
+from dashboard import reproduce, services
 from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
 from dashboard.forms import SweepForm
 from experiments import jobtypes
 from experiments import services as experiments_services
 from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep
+from qoelab import presets
+from results import findings as results_findings
 from results.models import Artifact, Sample
 
 SAMPLES_PER_PAGE = 50
@@ -117,6 +119,35 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
     )
 
 
+@require_GET
+@researcher_required
+def reproduce_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "dashboard/reproduce.html", {"rows": reproduce.rows()})
+
+
+@require_POST
+@researcher_required
+def reproduce_start(request: HttpRequest, key: str) -> HttpResponse:
+    from ratings.services import CampaignError
+
+    try:
+        preset = presets.get(key)
+        size = request.POST.get("size", "")
+        if size not in presets.SIZES:
+            raise ValueError(f"size must be one of {', '.join(presets.SIZES)}, got {size!r}")
+        kind, made = reproduce.start(preset, size, request.user)  # type: ignore[arg-type]
+    except ValueError as exc:
+        return HttpResponseBadRequest(str(exc), content_type="text/plain")
+    except (experiments_services.SpecError, CampaignError) as exc:
+        messages.error(request, f"{preset.figure} could not start: {exc}")
+        return redirect("dashboard:reproduce")
+    if kind == "sweep":
+        messages.success(request, f"{preset.figure} ({size}) started: {made.trial_count} trials.")
+        return redirect("dashboard:sweep", pk=made.pk)
+    messages.success(request, f"{preset.figure} ({size}): campaign created; invite evaluators, then open it.")
+    return redirect("ratings:campaign", pk=made.pk)
+
+
 def _sweep_or_404(request: HttpRequest, pk: int) -> Sweep:
     return get_object_or_404(sweeps_for(request.user), pk=pk)
 
@@ -170,6 +201,10 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "trials": _trial_rows(sweep),
         "can_cancel": not progress["finished"] and not sweep.is_cancelled,
         "tcg_caveat": services.tcg_caveat(sweep),
+        # The thesis' findings that apply to this sweep (rd_qoe only), checked on its results.
+        "findings": results_findings.sweep_findings(sweep)
+        if results_findings.report_for(sweep.job_type)
+        else None,
         # Numbers first on x (text values draw as categories); series defaults to another swept parameter.
         "x_choices": x_choices,
         "default_series": next((p for p in x_choices if p != x_choices[0]), "") if x_choices else "",
@@ -285,6 +320,7 @@ def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "link_json": json.dumps(trial.link, indent=2, sort_keys=True) if trial.link else "",
         "provenance_json": json.dumps(trial.provenance, indent=2, sort_keys=True) if trial.provenance else "",
         "server_side": services.server_side(trial.provenance),
+        "tcp_line": services.tcp_line(trial.link),
         "params_json": json.dumps(trial.params, indent=2),
         "resolved_json": json.dumps(trial.resolved, indent=2),
     }

@@ -27,6 +27,7 @@ from experiments import jobtypes
 from experiments.choices import TERMINAL, SweepOrder, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
 from hosts.models import WorkerHost
+from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 from qoelab.params import ParamsInvalid, validate_params
 
 if TYPE_CHECKING:
@@ -279,7 +280,34 @@ def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any], list[s
         out.append((params, valid.model_dump(mode="json"), sorted(s.job.trial_requires(valid))))
     if errors:
         raise SpecError(errors)
+    _check_tcp_offered(s, out)
     return out
+
+
+def _offered_algorithms(hosts: list[WorkerHost]) -> set[str]:
+    return {c.removeprefix(CC_CAPABILITY_PREFIX) for h in hosts for c in h.capability_set()
+            if c.startswith(CC_CAPABILITY_PREFIX)}  # fmt: skip
+
+
+def _check_tcp_offered(s: _Spec, points: list[tuple[dict[str, Any], dict[str, Any], list[str]]]) -> None:
+    """Refuse a TCP algorithm that no worker's kernel offers, naming it.
+
+    Only workers that have reported their capabilities (one heartbeat) count: with none yet (a lab
+    just set up, a worker still starting) nothing is known, so the sweep waits and
+    ``blocked_reason`` says for what.
+    """
+    wanted = {r.removeprefix(CC_CAPABILITY_PREFIX) for *_, req in points for r in req
+              if r.startswith(CC_CAPABILITY_PREFIX)}  # fmt: skip
+    hosts = list(WorkerHost.objects.filter(enabled=True, last_heartbeat__isnull=False))
+    offered = _offered_algorithms(hosts)
+    missing = sorted(wanted - offered)
+    if hosts and missing:
+        where = "grid.tcp_cc" if "tcp_cc" in s.grid else "fixed.tcp_cc" if "tcp_cc" in s.fixed else "tcp_cc"
+        raise SpecError([{
+            "field": where,
+            "message": f"no worker's kernel offers TCP congestion control {', '.join(map(repr, missing))} "
+            f"(the workers offer {', '.join(sorted(offered)) or 'none'})",
+        }])  # fmt: skip
 
 
 def create_sweep(spec: Any, user: Any) -> Sweep:
@@ -386,6 +414,12 @@ def blocked_reason(job_type: str, trial_requires: list[list[str]] | None = None)
             return None
     lacking = {h.name: sorted(needs[0] - h.capability_set()) for h in hosts}
     missing = sorted(set().union(*lacking.values()))
+    algorithms = [m.removeprefix(CC_CAPABILITY_PREFIX) for m in missing if m.startswith(CC_CAPABILITY_PREFIX)]
+    if algorithms:
+        return (
+            f"no live worker's kernel offers TCP congestion control {', '.join(map(repr, algorithms))} "
+            f"(they offer {', '.join(sorted(_offered_algorithms(hosts))) or 'none'})"
+        )
     detail = "; ".join(f"{name} lacks {', '.join(caps)}" for name, caps in lacking.items())
     return f"no live worker has capability {', '.join(missing)} ({detail})"
 

@@ -108,7 +108,8 @@ def markdown(rows: list[dict[str, Any]], command: str, meta: dict[str, Any]) -> 
     lines = [
         f"Command: `{command}` ({meta['date']}, kernel {meta['kernel']}, {meta['cores']} cores, "
         f"{meta['pages']} pages per trial, {meta['repetitions']} repetitions per condition, delay 10 ms, "
-        f"Q = P = 0.5 s, thesis settings; wall time {meta['wall_min']:.0f} min).",
+        f"Q = P = 0.5 s, thesis settings, TCP {meta['tcp_cc']} in both namespaces; "
+        f"wall time {meta['wall_min']:.0f} min).",
         "",
         "± is the 95 % CI (Student t). *over updates*: all updates of all repetitions pooled; "
         "*over runs*: one mean per trial, CI over the repetitions (the thesis' method). "
@@ -139,7 +140,8 @@ def markdown_servers(rows: list[dict[str, Any]], command: str, meta: dict[str, A
     lines = [
         f"Command: `{command}` ({meta['date']}, kernel {meta['kernel']}, {meta['cores']} cores, "
         f"{meta['pages']} pages per trial, {meta['repetitions']} repetition(s), delay 10 ms, "
-        f"Q = {meta['quiet']}, P = 0.5 s, thesis settings; guests under {meta['accel']}; "
+        f"Q = {meta['quiet']}, P = 0.5 s, thesis settings, TCP {meta['tcp_cc']}; "
+        f"guests under {meta['accel']}; "
         f"wall time {meta['wall_min']:.0f} min).",
         "",
         "± is the 95 % CI (Student t): *over updates* pools every update of every repetition, *over runs* "
@@ -185,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--servers", default="namespace", help=f"comma-separated, of {', '.join(SERVERS)}")
     parser.add_argument("--cold-rates", default="10mbit", help="rates at which vm-cold runs")
     parser.add_argument("--quiet", default="0.5s", help="Q, the silence that ends an update")
+    parser.add_argument("--tcp-cc", default="cubic", help="TCP in both namespaces (the thesis': cubic)")
     parser.add_argument(
         "--json-out", type=Path, help="default: last-run.json (last-run-servers.json with --servers)"
     )
@@ -208,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     for rep in range(args.repetitions):
         for server, protocol, rate in conditions:
             raw = {"protocol": protocol, "rate": rate, "delay": "10ms", "pages": args.pages,
-                   "seed": 1, "verify_duration": "2s", "quiet": args.quiet, **SERVERS[server]}  # fmt: skip
+                   "seed": 1, "verify_duration": "2s", "quiet": args.quiet, "tcp_cc": args.tcp_cc,
+                   **SERVERS[server]}  # fmt: skip
             workdir = Path(tempfile.mkdtemp(prefix="qoelab-rdbench-"))
             t0 = time.monotonic()
             try:
@@ -239,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_min": (time.monotonic() - started) / 60,
         "quiet": args.quiet,
         "accel": "/".join(sorted(accel)) or "—",
+        "tcp_cc": args.tcp_cc,
     }
     compare = servers != ["namespace"]
     json_out = args.json_out or Path(__file__).with_name(

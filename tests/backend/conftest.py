@@ -95,3 +95,16 @@ def sweep_of(alice: Any) -> Any:
         return create_sweep(body, user or alice)
 
     return make
+
+
+@pytest.fixture
+def client_for() -> Any:
+    """``client_for(user)``: a Django test client logged in as ``user`` (the dashboard's pages)."""
+    from django.test import Client
+
+    def make(user: Any) -> Client:
+        c = Client()
+        c.force_login(user)
+        return c
+
+    return make

@@ -71,16 +71,6 @@ def _user(name: str, staff: bool = False) -> User:
     return User.objects.create_user(name, password=f"{name}-password-1", is_staff=staff)
 
 
-@pytest.fixture
-def client_for():
-    def make(user: User) -> Client:
-        c = Client()
-        c.force_login(user)
-        return c
-
-    return make
-
-
 def _sweep(user: User, grid: dict, repetitions: int = 1, fixed: dict | None = None) -> Sweep:
     spec = {
         "experiment": {"name": "links"},
@@ -421,6 +411,24 @@ def test_the_trial_page_says_where_the_server_ran_and_under_which_accelerator(
     _finish_one(sweep.trials.create(index=9, params={"rate": "3mbit"}, resolved={}), "succeeded")
     plain = c.get(f"/trials/{sweep.trials.get(index=9).pk}/").content.decode()
     assert 'data-field="server-side"' not in plain  # job types without a server say nothing
+
+
+def test_the_trial_page_says_which_tcp_both_namespaces_ran(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
+    new, old = sweep.trials.order_by("index")
+    _finish_one(new, "succeeded")
+    _finish_one(old, "succeeded")
+    read = {"cc": "cubic", "sack": True, "rmem_max": 6291456, "wmem_max": 4194304, "rto_min_ms": 200,
+            "rto_min_source": "kernel default"}  # fmt: skip
+    tcp = {"requested": {"cc": "cubic"}, "client": read, "server": read, **read}
+    type(new).objects.filter(pk=new.pk).update(link={"link": {"tcp": tcp}, "ok": True})
+    type(old).objects.filter(pk=old.pk).update(link={"link": {"backend": "userspace"}, "ok": True})
+    c = client_for(alice)
+    page = c.get(f"/trials/{new.pk}/").content.decode()
+    line = page.split('data-field="tcp">', 1)[1].split("</dd>", 1)[0]
+    assert line.startswith("cubic, SACK on, buffer ceilings rmem 6,144 KiB / wmem 4,096 KiB"), line
+    assert "rto_min 200 ms (kernel default)" in line
+    assert "not recorded" in c.get(f"/trials/{old.pk}/").content.decode()
 
 
 def test_the_sweep_page_warns_when_guests_ran_under_tcg(client_for, alice, demo_job) -> None:

@@ -6,7 +6,6 @@ import math
 
 import pytest
 from django.contrib.auth.models import User
-from django.test import Client
 from django.utils import timezone
 
 from experiments.models import Sweep
@@ -17,16 +16,6 @@ from results.services import aggregate
 pytestmark = pytest.mark.django_db
 
 T_975_DF1 = 12.706204736174707  # Student t quantile for n = 2, from tables
-
-
-@pytest.fixture
-def client_for():
-    def make(user: User) -> Client:
-        c = Client()
-        c.force_login(user)
-        return c
-
-    return make
 
 
 def _t_ms(protocol: str, rate: float, delay: float, repetition: int) -> float:

@@ -2,29 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
-
-import pytest
-
-QOELAB = Path(sys.executable).with_name("qoelab")
-
-
-@pytest.fixture
-def run(live_server: Any, alice: Any) -> Any:
-    from rest_framework.authtoken.models import Token
-
-    token, _ = Token.objects.get_or_create(user=alice)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QOELAB_")}
-    env.update(QOELAB_API_URL=live_server.url, QOELAB_API_TOKEN=token.key, COLUMNS="100")
-
-    def qoelab(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([str(QOELAB), *args], capture_output=True, text=True, env=env, timeout=60)
-
-    return qoelab
 
 
 def test_sweep_run_without_wait_prints_the_sweep_and_its_page(
@@ -44,6 +23,18 @@ def test_sweep_run_without_wait_prints_the_sweep_and_its_page(
     assert f"sweep {sweep_id} ladder" in status.stdout
     assert "0/2 done" in status.stdout and "2 pending" in status.stdout
     assert "waiting: no live worker" in status.stdout
+
+
+def test_a_thesis_preset_runs_without_a_spec_file(run: Any) -> None:
+    from experiments.models import Sweep
+
+    out = run("sweep", "run", "--preset", "ch4-fig48", "--size", "quick")
+    assert out.returncode == 0, out.stderr
+    sweep = Sweep.objects.get()
+    assert out.stdout.startswith(f"sweep {sweep.pk} submitted: 54 trials")
+    assert sweep.name == "Fig. 4.8 (quick)" and sweep.fixed["delay"] == "100ms"
+    bad = run("sweep", "run", "--preset", "ch4-fig99")
+    assert bad.returncode == 2 and "unknown preset 'ch4-fig99'" in bad.stderr
 
 
 def test_the_backend_names_the_out_of_bounds_grid_value(run: Any, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ SPEC = {
 
 @pytest.fixture
 def host(make_host: Any) -> Any:
-    return make_host("proto1", {"netns": True, "link": True, "iperf3": True})
+    return make_host("proto1", {"netns": True, "link": True, "iperf3": True, "tcp_cc.cubic": True})
 
 
 @pytest.fixture

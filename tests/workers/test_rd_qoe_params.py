@@ -71,7 +71,12 @@ def test_settings_carry_only_the_chosen_protocols_values():
 
     assert settings(protocol="vnc", vnc_quality=7) == {"server": "x11vnc", "compresslevel": 9, "quality": 7}
     assert settings(protocol="spice", spice_image_compression="quic") == {"image_compression": "quic"}
-    assert settings(protocol="x2go", x2go_link="lan") == {"link": "lan", "pack": "16m-jpeg-9"}
+    assert settings(protocol="x2go", x2go_link="lan") == {
+        "link": "lan",
+        "pack": "16m-jpeg-9",
+        "irlimit": 1_000_000,
+    }
+    assert settings(protocol="x2go", x2go_irlimit=0)["irlimit"] == 0  # stock nxagent
     # QEMU's adaptive encoding is a setting of its own VNC server: VM mode only.
     assert settings(protocol="vnc", server="vm", vnc_qemu_adaptive=False)["qemu_adaptive"] is False
     assert "qemu_adaptive" not in settings(protocol="vnc")

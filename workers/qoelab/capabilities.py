@@ -225,6 +225,10 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
         caps["kvm"], why = kvm_probe()
         if not caps["kvm"]:
             reasons["kvm"] = why
+    # One flag per congestion control algorithm the kernel offers: trials route by tcp_cc.<name>.
+    from qoelab.emulation import tcp
+
+    caps.update(tcp.capabilities())
     caps["qemu_tcg"] = shutil.which("qemu-system-x86_64") is not None
     if not caps["qemu_tcg"]:
         reasons["qemu_tcg"] = "qemu-system-x86_64 is not installed (Debian package 'qemu-system-x86')"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
 import logging
@@ -79,6 +80,39 @@ def prefix_base(name: str) -> str:
     digest = int(hashlib.sha256(name.encode()).hexdigest(), 16)
     alphabet = string.ascii_lowercase + string.digits
     return "qw" + alphabet[digest % 36] + alphabet[digest // 36 % 36]
+
+
+BASE_LOCK_DIR = Path("/run/qoelab")
+_base_lock: int | None = None  # held for the worker's life; the kernel drops it when the process ends
+
+
+def claim_prefix_base(base: str) -> None:
+    """Hold this host's lock on ``base``: two live workers with one base would clean each other's trials.
+
+    Two worker names hash to the same 2-character tag about once in 1,296 pairs (and a worker
+    started twice under one name has one base); the second one refuses to start instead.
+    """
+    global _base_lock
+    if _base_lock is not None:
+        return
+    try:
+        BASE_LOCK_DIR.mkdir(parents=True, exist_ok=True)
+        fd = os.open(BASE_LOCK_DIR / f"worker-{base}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        log.warning("cannot lock the trial prefix base %s (%s): not checking for another worker", base, err)
+        return
+    try:
+        # A POSIX record lock, not flock: pool processes forked from this one do not inherit it, so
+        # an orphaned pool process still finishing a trial cannot keep a restarted worker out.
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise QoelabError(
+            f"another qoelab worker on this host already uses the trial prefix base {base!r} (the same "
+            "worker name, or one that hashes alike): give this worker another --name or set "
+            "QOELAB_LEFTOVER_PREFIX"
+        ) from None
+    _base_lock = fd
 
 
 def new_trial_prefix(name: str) -> str:
@@ -422,6 +456,7 @@ def startup() -> dict[str, Any]:
     except OSError as err:
         raise QoelabError(f"cannot create the work dir {settings.workdir}: {err.strerror or err}") from None
     base = prefix_base(settings.name)
+    claim_prefix_base(base)  # before the clean-up below, which removes everything under the base
     try:
         runner.cleanup_prefix(base)
     except QoelabError as err:  # without CAP_NET_ADMIN there is nothing of ours to clean

@@ -26,6 +26,7 @@ examples:
   QOELAB_HOST_TOKEN=... qoelab worker --broker redis://web:6379/0 --backend http://web:8000
   qoelab sweep run examples/link_check.yaml --wait
   qoelab sweep status 12
+  qoelab report ch4 12 13 > findings.md
   qoelab hosts
   qoelab capabilities
   qoelab link check --rate 10mbit --delay 25ms --loss 0.5% --json
@@ -63,8 +64,9 @@ A spec is YAML with the fields of the sweep API plus the experiment:
   repetitions: 3
   order: grid                     # or random, with seed: 42
 
-example:
+examples:
   qoelab sweep run examples/link_check.yaml --wait --api http://127.0.0.1:8000 --token $TOKEN
+  qoelab sweep run --preset ch4-fig46 --size quick   # thesis ch. 4 presets: ch4-fig46, ch4-fig47, ch4-fig48
 With --wait the exit status is 0 when every trial succeeded and 1 when any failed.
 """
 
@@ -137,7 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=SWEEP_RUN_EPILOG,
         formatter_class=_formatter,
     )
-    run.add_argument("spec", metavar="SPEC.yaml", type=Path, help="the sweep spec")
+    run.add_argument("spec", metavar="SPEC.yaml", type=Path, nargs="?", help="the sweep spec")
+    run.add_argument("--preset", metavar="KEY", help="instead of a spec: a thesis preset, e.g. ch4-fig46")
+    run.add_argument("--size", choices=("quick", "full"), default="quick", help="with --preset (quick)")
     run.add_argument("--wait", action="store_true", help="show a progress bar until every trial has ended")
     run.add_argument("--timeout", metavar="SECONDS", type=float, help="with --wait: give up after this long")
     _api_args(run)
@@ -172,6 +176,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--json", action="store_true", help="print as JSON")
     c.set_defaults(func=cmd_capabilities)
+
+    r = sub.add_parser(
+        "report",
+        help="check the thesis' findings on sweeps' results (Markdown)",
+        description="Check each finding of a thesis chapter on the union of the sweeps' succeeded trials "
+        "and print the verdicts with their numbers as Markdown (docs/findings.md).",
+        epilog="example:\n  qoelab report ch4 12 13 > findings.md",
+        formatter_class=_formatter,
+    )
+    r.add_argument("report", metavar="REPORT", choices=_report_names(), help="which findings: ch4")
+    r.add_argument("sweeps", metavar="SWEEP", type=int, nargs="+", help="sweep ids (of one job type)")
+    r.add_argument("--json", action="store_true", help="print the findings as JSON")
+    _api_args(r)
+    r.set_defaults(func=cmd_report)
 
     v = sub.add_parser("version", help="print the qoelab version and code revision")
     v.set_defaults(func=cmd_version)
@@ -243,7 +261,19 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_sweep_run(args: argparse.Namespace) -> int:
     from qoelab import sweeps
 
-    spec = sweeps.load_spec(args.spec)
+    if (args.spec is None) == (args.preset is None):
+        print("qoelab sweep run: give a SPEC.yaml or --preset KEY (one of them)", file=sys.stderr)
+        return 2
+    if args.preset:
+        from qoelab import presets
+
+        try:
+            spec = sweeps.SweepSpec.model_validate(presets.get(args.preset).sweep_spec(args.size))
+        except ValueError as err:
+            print(f"qoelab sweep run: {err}", file=sys.stderr)
+            return 2
+    else:
+        spec = sweeps.load_spec(args.spec)
     with _api(args) as api:
         sweep = sweeps.submit(api, spec)
         total = int(sweep.get("trial_count") or 0)
@@ -357,6 +387,40 @@ def cmd_capabilities(args: argparse.Namespace) -> int:
     print("versions:")
     for tool, version in sorted(facts["versions"].items()):
         print(f"  {tool}: {version}")
+    return 0
+
+
+def _report_names() -> list[str]:
+    from qoelab.findings import REPORTS
+
+    return sorted(REPORTS)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from qoelab import findings
+
+    rows: list[dict[str, Any]] = []
+    with _api(args) as api:
+        for sweep_id in dict.fromkeys(args.sweeps):  # a sweep named twice is read once
+            body = api.get(f"/api/sweeps/{sweep_id}/findings/", trials=1)
+            if body.get("report") != args.report:
+                readers = sorted(j for j, r in findings.JOB_REPORTS.items() if r == args.report)
+                raise QoelabError(
+                    f"sweep {sweep_id} is a {body.get('job_type')} sweep; report {args.report} reads "
+                    f"{', '.join(readers)} sweeps"
+                )
+            rows += body.get("trials") or []
+    found = findings.evaluate(args.report, rows)
+    if args.json:
+        print(json.dumps([f.to_json() for f in found], indent=2))
+        return 0
+    title = findings.REPORT_TITLES.get(args.report, args.report)
+    sweeps = ", ".join(str(s) for s in dict.fromkeys(args.sweeps))
+    text = findings.render_markdown(
+        found, title=f"{title}: sweep{'s' if len(args.sweeps) > 1 else ''} {sweeps}"
+    )
+    head, _, rest = text.partition("\n\n")
+    print(f"{head}\n\nOver {len(rows)} succeeded trials. {rest}")
     return 0
 
 

@@ -12,7 +12,15 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ValidationError, WithJsonSchema
 
 from qoelab.errors import ParameterError
-from qoelab.units import format_duration, format_rate, parse_duration, parse_percent, parse_rate
+from qoelab.units import (
+    format_bytes,
+    format_duration,
+    format_rate,
+    parse_bytes,
+    parse_duration,
+    parse_percent,
+    parse_rate,
+)
 
 
 def _bounded(parse, fmt, lo: float | None, hi: float | None, unit: str):
@@ -43,6 +51,11 @@ def Rate(lo: float = 8e3, hi: float = 10e9):  # noqa: N802 - reads as a type in 
 def Duration(lo: float = 0.0, hi: float = 10.0):  # noqa: N802
     """seconds, from '50ms'. Default upper bound 10 s."""
     return Annotated[float, *_bounded(parse_duration, format_duration, lo, hi, "s")]
+
+
+def Bytes(lo: float = 0, hi: float = 1 << 40):  # noqa: N802
+    """bytes, from '512kb' (binary units)."""
+    return Annotated[int, *_bounded(parse_bytes, format_bytes, lo, hi, "B")]
 
 
 def Percent(lo: float = 0.0, hi: float = 100.0):  # noqa: N802

@@ -208,7 +208,10 @@ def run_trial(
         result.provenance = _provenance(
             claim, params_resolved, host_facts, result.provenance, started_at, time.monotonic() - started
         )
+        uploading = time.monotonic()
         _upload(client, trial_id, [*ctx.artifacts, *result.artifacts], tlog)
+        phases = result.provenance.setdefault("phases", {})
+        phases["upload_s"] = round(time.monotonic() - uploading, 3)
         tlog.info("finished: %s%s", status, f" ({error})" if error else "")
         handler.close()
         qoelab_logger.removeHandler(handler)

@@ -82,6 +82,23 @@ def parse_size(value: object, field: str = "limit") -> int:
     return int(x * _SIZE_UNITS[unit])
 
 
+_BYTE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
+
+
+def parse_bytes(value: object, field: str = "size") -> int:
+    """Bytes from ``512kb``, ``4mb`` or a plain number (binary units, as sysctl buffer sizes)."""
+    x, unit = _split(field, value, _BYTE_UNITS, "size like '512kb' or '4mb'")
+    return int(_finite_non_negative(field, x, value) * _BYTE_UNITS[unit])
+
+
+def format_bytes(n: float) -> str:
+    """Short human form: 524288 -> '512kb'."""
+    for unit, scale in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024)):
+        if n >= scale and n % scale == 0:
+            return f"{n / scale:g}{unit}"
+    return f"{n:g}b"
+
+
 def format_rate(bps: float) -> str:
     """Short human form: 1e7 -> '10mbit'."""
     for unit, scale in (("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3)):

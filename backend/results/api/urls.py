@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from results.api import views
+from results.api import findings, views
 
 urlpatterns = [
     path(
@@ -10,4 +10,5 @@ urlpatterns = [
         views.ArtifactDownloadView.as_view(),
         name="artifact-download",
     ),
+    path("sweeps/<int:pk>/findings/", findings.SweepFindingsView.as_view(), name="sweep-findings"),
 ]

@@ -130,4 +130,9 @@ class JobType:
     requires_for: Callable[[Any], frozenset[str]] | None = None
 
     def trial_requires(self, params: BaseModel) -> frozenset[str]:
-        return self.requires | (self.requires_for(params) if self.requires_for else frozenset())
+        """What a worker must report to run this trial; a link's TCP algorithm is one of them."""
+        from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
+
+        needs = self.requires | (self.requires_for(params) if self.requires_for else frozenset())
+        cc = getattr(params, "tcp_cc", None)
+        return needs | {CC_CAPABILITY_PREFIX + cc} if cc else needs

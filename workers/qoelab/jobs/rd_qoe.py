@@ -13,6 +13,7 @@ import json
 import math
 import re
 import statistics
+import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +90,13 @@ class RdQoeParams(LinkParams):
         default="adsl", description="X2Go link quality"
     )
     x2go_pack: str = Field(default="16m-jpeg-9", description="X2Go compression method")
+    x2go_irlimit: int = Field(
+        default=1_000_000,
+        ge=0,
+        le=10**9,
+        description="nxagent -irlimit (kB/s): above any link rate, so a page drawn at link adsl is sent at "
+        "once; 0 = stock nxagent, which holds it ~4 s on an idle desktop (docs/rd-benchmark.md)",
+    )
 
     @field_validator("x2go_pack")
     @classmethod
@@ -136,7 +144,7 @@ class RdQoeParams(LinkParams):
                     "quality": self.vnc_quality, **qemu}  # fmt: skip
         if self.protocol == "spice":
             return {"image_compression": self.spice_image_compression}
-        return {"link": self.x2go_link, "pack": self.x2go_pack}
+        return {"link": self.x2go_link, "pack": self.x2go_pack, "irlimit": self.x2go_irlimit}
 
 
 def requires_for(params: RdQoeParams) -> frozenset[str]:
@@ -227,10 +235,15 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
     profile = params.to_profile(seed=params.seed)
     log_path = ctx.workdir / "linkemu.log"
     trial_dir = ctx.workdir / "rd"
+    phases: dict[str, float] = {}  # where a trial's wall time goes (benchmarks/throughput)
+    clock = time.monotonic()
     try:
         with emulated_link(profile, prefix=ctx.prefix, log_path=log_path) as link:
+            phases["link_s"] = time.monotonic() - clock
             ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
+            clock = time.monotonic()
             verification = verify_link(link, duration_s=float(params.verify_duration))
+            phases["verify_s"] = time.monotonic() - clock
             for c in verification["checks"]:
                 if not c["ok"]:
                     ctx.log.warning("link check %s outside tolerance: configured %s, measured %s",
@@ -241,6 +254,7 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 bench: Any = run_vm_bench
             else:
                 bench = run_bench
+            clock = time.monotonic()
             result = bench(
                 params.protocol,
                 link.server_ns,
@@ -259,6 +273,9 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 record=params.record,
                 **({"start": params.vm_start} if params.server == "vm" else {}),
             )
+            phases["bench_s"] = time.monotonic() - clock
+            clock = time.monotonic()
+        phases["link_teardown_s"] = time.monotonic() - clock
     finally:
         # Logs go up with a failed trial too (the runner uploads ctx.artifacts whatever happens).
         # VM mode: the guest's console log, QEMU's stderr and its last screen (a guest that never
@@ -288,6 +305,8 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
         if meas.get(name) is not None:
             summary[f"link_{name}"] = float(meas[name])
     summary["link_checks_ok"] = 1.0 if verification["ok"] else 0.0
+    phases.update(split_bench_time(phases.pop("bench_s"), result["timings"]))
+    summary.update({k: round(v, 3) for k, v in phases.items() if k not in summary})
     return TrialResult(
         summary=summary,
         samples=samples,
@@ -303,8 +322,22 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
             "analysis": result.get("analysis"),
             **({"recordings": _recording_provenance(result["recordings"])} if "recordings" in result else {}),
             **({"vm": result["vm"]} if "vm" in result else {}),
+            "phases": {k: round(v, 3) for k, v in phases.items()},
         },
     )
+
+
+def split_bench_time(bench_s: float, timings: dict[str, float]) -> dict[str, float]:
+    """The session's share of a trial: desktop and client set-up, the clicks (with Q and P),
+    recording, teardown, and the rest (the packet analysis)."""
+    out = {
+        "setup_s": timings.get("setup_s", 0.0),
+        "run_s": timings.get("run_s", 0.0),
+        "record_s": timings.get("record_s", 0.0),
+        "teardown_s": timings.get("teardown_s", 0.0),
+    }
+    out["analysis_s"] = max(0.0, bench_s - sum(out.values()))
+    return out
 
 
 def _recording_provenance(rec: dict[str, Any]) -> dict[str, Any]:
@@ -344,8 +377,13 @@ JOB = register(
             Metric("n", "updates", ""),
             Metric("n_timed_out", "updates timed out", ""),
             Metric("n_disagree", "updates where pixel and packet time disagree", ""),
-            Metric("setup_s", "trial setup", "s"),
-            Metric("teardown_s", "trial teardown", "s"),
+            Metric("setup_s", "trial setup: desktop, server and client", "s"),
+            Metric("run_s", "the clicks, with Q and P", "s"),
+            Metric("teardown_s", "trial teardown: session", "s"),
+            Metric("link_s", "link set-up", "s"),
+            Metric("verify_s", "link verification", "s"),
+            Metric("analysis_s", "packet analysis", "s"),
+            Metric("link_teardown_s", "link teardown", "s"),
             Metric("link_tcp_down_bps", "link: TCP goodput down", "bit/s"),
             Metric("link_rtt_ms", "link: RTT idle", "ms"),
         ),

@@ -1,0 +1,116 @@
+"""The Reproduce page: every thesis experiment with its size and an estimate from this lab's own
+trials, started with one click (a sweep, or a live rating campaign)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from dashboard import reproduce
+from experiments.choices import TrialStatus
+from experiments.models import Sweep
+from experiments.services import create_sweep
+from qoelab import presets
+from results.models import SummaryValue
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def browser(alice) -> Client:
+    c = Client()
+    c.force_login(alice)
+    return c
+
+
+def finished_rd_trial(alice, protocol: str, rate: str, duration_s: float, t_ms: float, n: int = 5) -> None:
+    """A succeeded rd_qoe trial as a worker would leave it: times and the summary the estimate reads."""
+    spec = {"experiment": {"name": "past"}, "job_type": "rd_qoe", "name": f"{protocol} {rate}",
+            "grid": {"rate": [rate]}, "fixed": {"protocol": protocol, "delay": "10ms"}}  # fmt: skip
+    sweep = create_sweep(spec, alice)
+    trial = sweep.trials.get()
+    start = timezone.now() - timedelta(hours=1)
+    type(trial).objects.filter(pk=trial.pk).update(
+        status=TrialStatus.SUCCEEDED, started_at=start, finished_at=start + timedelta(seconds=duration_s)
+    )
+    SummaryValue.objects.create(trial=trial, name="T_ms", value=t_ms)
+    SummaryValue.objects.create(trial=trial, name="n", value=n)
+
+
+def test_the_page_lists_every_chapter_4_experiment_with_trials_and_an_estimate(browser):
+    page = browser.get("/reproduce/").content.decode()
+    for p in presets.CH4:
+        assert f'data-preset="{p.key}"' in page and p.figure in page
+    fig46 = page.split('data-preset="ch4-fig46"', 1)[1].split("</section>", 1)[0]
+    quick = fig46.split('data-size="quick"', 1)[1].split("</tr>", 1)[0]
+    assert 'data-field="units">27<' in quick  # 3 protocols x 3 rates x 3 repetitions
+    assert "from defaults (no trial of their protocol measured here yet)" in quick
+    assert "one slot (no worker is live now)" in quick
+    full = fig46.split('data-size="full"', 1)[1].split("</tr>", 1)[0]
+    assert 'data-field="units">330<' in full  # the thesis' 11 bandwidths, 10 runs
+    table42 = page.split('data-preset="ch4-table42"', 1)[1].split("</section>", 1)[0]
+    assert "per evaluator" in table42 and "Create campaign" in table42
+
+
+def test_the_estimate_comes_from_this_labs_trials_at_the_same_or_nearest_condition(alice):
+    # VNC at 1 Mbit/s: 40 s for 5 updates of T = 2 s with Q = P = 0.5 s -> overhead 40 - 5 x 3 = 25 s.
+    finished_rd_trial(alice, "vnc", "1mbit", duration_s=40.0, t_ms=2000.0)
+    finished_rd_trial(alice, "vnc", "100mbit", duration_s=30.0, t_ms=200.0)
+    past = reproduce.past_trials()
+    at_1 = {
+        "protocol": "vnc",
+        "rate": 1e6,
+        "delay": 0.010,
+        "loss": 0.0,
+        "pages": 5,
+        "quiet": 0.5,
+        "pause": 0.5,
+    }
+    seconds, basis = reproduce.estimate_trial(at_1, past)
+    overhead = sorted([40.0 - 5 * 3.0, 30.0 - 5 * 1.2])  # median of the two trials' overheads
+    assert basis == "measured" and seconds == pytest.approx(sum(overhead) / 2 + 5 * 3.0)
+    near_2 = {**at_1, "rate": 2e6, "pages": 10}
+    seconds, basis = reproduce.estimate_trial(near_2, past)
+    # The measured T at 1 Mbit/s, carried over by the model's ratio (about half at twice the rate).
+    ratio = reproduce.model_t_s("vnc", 2e6, 0.01, 0) / reproduce.model_t_s("vnc", 1e6, 0.01, 0)
+    assert 0.4 < ratio < 0.6
+    assert basis == "nearest" and seconds == pytest.approx(sum(overhead) / 2 + 10 * (2.0 * ratio + 1.0))
+    assert reproduce.estimate_trial({**at_1, "protocol": "x2go"}, past)[1] == "default"
+    plan = reproduce.plan(presets.get("ch4-fig46"), "quick", past)
+    # VNC at 1 and 100 Mbit/s measured, at 10 Mbit/s the nearest; SPICE and X2Go have no trial yet.
+    assert plan["basis"].startswith("6 trials at a condition measured here; 3 trials from the nearest")
+
+
+def test_one_click_starts_the_quick_sweep_and_its_page_checks_the_findings(browser):
+    resp = browser.post("/reproduce/ch4-fig47/start/", {"size": "quick"})
+    sweep = Sweep.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == f"/sweeps/{sweep.pk}/"
+    assert sweep.trial_count == 54 and sweep.job_type == "rd_qoe"
+    assert sweep.grid["delay"] == ["10ms", "50ms", "200ms"] and sweep.repetitions == 3
+    assert {t.resolved["tcp_cc"] for t in sweep.trials.all()} == {"cubic"}
+    page = browser.get(resp["Location"]).content.decode()
+    assert "Thesis findings" in page and "inconclusive" in page
+
+
+def test_one_click_creates_the_live_dcr_campaign_of_table_4_2(browser):
+    from ratings.models import Campaign
+
+    resp = browser.post("/reproduce/ch4-table42/start/", {"size": "full"})
+    campaign = Campaign.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == f"/campaigns/{campaign.pk}/"
+    assert campaign.mode == "live"
+    normal = campaign.conditions.filter(kind="normal")
+    assert normal.count() == 9
+    assert {(c.params["protocol"], c.params["delay"]) for c in normal} == {
+        (p, d) for p in ("vnc", "spice", "x2go") for d in ("10ms", "100ms", "200ms")
+    }
+    assert {c.params["rate"] for c in normal} == {"1mbit"}
+
+
+def test_a_bad_size_or_preset_is_a_400_and_creates_nothing(browser):
+    assert browser.post("/reproduce/ch4-fig46/start/", {"size": "huge"}).status_code == 400
+    assert browser.post("/reproduce/ch9-fig1/start/", {"size": "quick"}).status_code == 400
+    assert not Sweep.objects.exists()

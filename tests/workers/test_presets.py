@@ -1,0 +1,55 @@
+"""The thesis presets: valid rd_qoe sweeps, the full grids equal to the example specs, and every
+quick grid keeps a point on each side of the thresholds the chapter's findings name."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+import yaml
+
+from qoelab import jobs, presets
+from qoelab.findings import ch4
+from qoelab.params import validate_params
+from qoelab.units import parse_duration, parse_percent, parse_rate
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SWEEPS = [p for p in presets.CH4 if p.kind == "sweep"]
+
+
+@pytest.mark.parametrize("preset", SWEEPS, ids=lambda p: p.key)
+@pytest.mark.parametrize("size", presets.SIZES)
+def test_every_point_of_a_sweep_preset_is_a_valid_rd_qoe_trial(preset, size):
+    spec = preset.sweep_spec(size)
+    job = jobs.get(spec["job_type"])
+    grid = spec["grid"]
+    for combo in itertools.product(*grid.values()):
+        validate_params(job.params, {**spec["fixed"], **dict(zip(grid, combo, strict=True))})
+    assert spec["repetitions"] == (3 if size == "quick" else 10) and spec["fixed"]["pages"] == 5
+
+
+@pytest.mark.parametrize(("key", "example"), [("ch4-fig46", "thesis-fig4.6-bandwidth.yaml"),
+                                              ("ch4-fig47", "thesis-fig4.7-delay.yaml"),
+                                              ("ch4-fig48", "thesis-fig4.8-loss.yaml")])  # fmt: skip
+def test_the_full_presets_are_the_example_specs(key, example):
+    spec = presets.get(key).sweep_spec("full")
+    written = yaml.safe_load((EXAMPLES / example).read_text())
+    assert spec["grid"] == written["grid"] and spec["fixed"] == written["fixed"]
+    assert spec["repetitions"] == written["repetitions"] and spec["seed"] == written["seed"]
+
+
+def test_quick_grids_straddle_every_threshold_the_findings_name():
+    rates = [parse_rate(r) for r in presets.get("ch4-fig46").grids["quick"]["rate"]]
+    assert min(rates) <= ch4.LOW_RATE_BPS and max(rates) > ch4.HIGH_RATE_BPS
+    delays = [parse_duration(d) for d in presets.get("ch4-fig47").grids["quick"]["delay"]]
+    assert min(delays) <= ch4.CROSS_DELAY_S < max(delays)
+    losses = [parse_percent(x) for x in presets.get("ch4-fig48").grids["quick"]["loss"]]
+    assert min(losses) < ch4.LOW_LOSS_PCT and max(losses) > ch4.HIGH_LOSS_PCT
+
+
+def test_an_unknown_preset_or_size_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown preset 'ch4-fig99'"):
+        presets.get("ch4-fig99")
+    with pytest.raises(ValueError, match="size must be one of quick, full"):
+        presets.get("ch4-fig46").sweep_spec("huge")  # type: ignore[arg-type]

@@ -1,0 +1,66 @@
+"""The thesis' findings checked by code: named checks over a finished sweep's results.
+
+``evaluate("ch4", rows)`` runs every check of a report that applies to the rows (plain dicts
+``{"params": resolved SI values, "summary": {metric: value}}`` of succeeded trials) and returns one
+:class:`Finding` per check and scope. ``REPORTS`` maps a report name to its checks, ``JOB_REPORTS``
+a job type to the report that reads its results. See docs/findings.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from qoelab.findings import ch4
+from qoelab.findings.base import FAILS, HOLDS, INCONCLUSIVE, Check, Finding, Row, Stat, Verdict, mean_ci
+from qoelab.findings.markdown import render_markdown
+
+REPORTS: dict[str, tuple[Check, ...]] = {"ch4": ch4.CHECKS}
+REPORT_TITLES: dict[str, str] = {"ch4": "Thesis chapter 4 (§4.6): remote-desktop protocols compared"}
+JOB_REPORTS: dict[str, str] = {"rd_qoe": "ch4"}
+
+__all__ = [
+    "FAILS",
+    "HOLDS",
+    "INCONCLUSIVE",
+    "JOB_REPORTS",
+    "REPORTS",
+    "REPORT_TITLES",
+    "Check",
+    "Finding",
+    "Row",
+    "Stat",
+    "Verdict",
+    "applicable",
+    "evaluate",
+    "mean_ci",
+    "render_markdown",
+]
+
+
+def get_report(name: str) -> tuple[Check, ...]:
+    try:
+        return REPORTS[name]
+    except KeyError:
+        raise KeyError(f"unknown findings report {name!r} (known: {', '.join(sorted(REPORTS))})") from None
+
+
+def applicable(
+    report: str, rows: Iterable[Mapping[str, Any]], params: Iterable[Mapping[str, Any]] | None = None
+) -> list[Check]:
+    """The checks of ``report`` that apply (see ``Check.applies``). ``params`` (the resolved
+    parameters of every trial, e.g. all of a sweep's, finished or not) defaults to the rows'."""
+    from qoelab.findings.base import normalise
+
+    given = list(params) if params is not None else [r["params"] for r in normalise(rows)]
+    return [c for c in get_report(report) if c.applies(given) is None]
+
+
+def evaluate(
+    report: str, rows: Iterable[Mapping[str, Any]], params: Iterable[Mapping[str, Any]] | None = None
+) -> list[Finding]:
+    """Every applicable check of ``report`` over the rows: one Finding per check and scope."""
+    from qoelab.findings.base import normalise
+
+    clean = normalise(rows)
+    return [f for check in applicable(report, clean, params) for f in check.evaluate(clean)]

@@ -1,0 +1,439 @@
+"""Verdict types, statistics and grouping shared by the findings checks (no Django).
+
+A check reads a plain list of succeeded trials, ``{"params": {resolved SI values}, "summary":
+{metric: value}}``, groups them by condition (protocol series + x value + facet value) inside a
+*scope* (every other parameter that varies, e.g. ``server``: VM and namespace trials are never
+pooled), computes mean and 95 % Student-t CI over the repetitions and decides with non-overlapping
+intervals. See docs/findings.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from scipy import stats
+
+Verdict = Literal["holds", "does not hold", "inconclusive"]
+HOLDS: Verdict = "holds"
+FAILS: Verdict = "does not hold"
+INCONCLUSIVE: Verdict = "inconclusive"
+CONFIDENCE = 0.95
+PROTOCOL_ORDER = ("vnc", "spice", "x2go")
+# Never part of a condition: the seed is a repetition knob (workload pages, link PRNG), not a setting.
+POOLED = frozenset({"seed"})
+
+
+# ---- statistics ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Stat:
+    """Mean and 95 % Student-t confidence interval of n values (no interval for n < 2)."""
+
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    @property
+    def has_ci(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
+
+
+def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> Stat:
+    """mean ± t(1−α/2, n−1)·s/√n over ``values`` (NaN and None left out)."""
+    a = np.array([float(v) for v in values if v is not None], dtype=float)
+    a = a[np.isfinite(a)]
+    n = int(a.size)
+    if n == 0:
+        return Stat(0, None, None, None)
+    mean = float(a.mean())
+    if n < 2:
+        return Stat(n, mean, None, None)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * float(a.std(ddof=1)) / math.sqrt(n)
+    return Stat(n, mean, mean - half, mean + half)
+
+
+def slope_ci(xs: Sequence[float], ys: Sequence[float], confidence: float = CONFIDENCE) -> Stat:
+    """Least-squares slope of y over x with its Student-t CI (n − 2 degrees of freedom).
+
+    Needs at least two distinct x values; n ≥ 3 points for an interval.
+    """
+    pts = [(float(x), float(y)) for x, y in zip(xs, ys, strict=True) if math.isfinite(float(y))]
+    n = len(pts)
+    if n < 2 or len({x for x, _ in pts}) < 2:
+        return Stat(n, None, None, None)
+    fit = stats.linregress([x for x, _ in pts], [y for _, y in pts])
+    slope = float(fit.slope)
+    if n < 3:
+        return Stat(n, slope, None, None)
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 2)) * float(fit.stderr)
+    return Stat(n, slope, slope - half, slope + half)
+
+
+# ---- verdicts -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of a finding's numbers: a quantity of one series at one condition."""
+
+    condition: str
+    protocol: str
+    quantity: str
+    n: int
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "condition": self.condition,
+            "protocol": self.protocol,
+            "quantity": self.quantity,
+            "n": self.n,
+            "mean": self.mean,
+            "ci_low": self.ci_low,
+            "ci_high": self.ci_high,
+        }
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A check's answer for one scope (e.g. ``server = namespace``) of the results."""
+
+    name: str
+    title: str
+    claim: str
+    figure: str
+    verdict: Verdict
+    reason: str
+    scope: dict[str, Any] = field(default_factory=dict)
+    rows: tuple[Row, ...] = ()
+
+    @property
+    def scope_label(self) -> str:
+        return ", ".join(f"{k} = {fmt_value(k, v)}" for k, v in self.scope.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "claim": self.claim,
+            "figure": self.figure,
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "scope": dict(self.scope),
+            "scope_label": self.scope_label,
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+Outcome = Literal["supports", "contradicts", "unclear"]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One elementary test of a check (e.g. X2Go's T below SPICE's at 1 Mbit/s) and its text."""
+
+    outcome: Outcome
+    text: str
+
+
+def lower(a: Stat, b: Stat, a_name: str, b_name: str, where: str, unit: str = "") -> Comparison:
+    """Does ``a`` lie below ``b``? Decided only by non-overlapping 95 % intervals."""
+    if a.n == 0 or b.n == 0:
+        missing = " and ".join(nm for nm, s in ((a_name, a), (b_name, b)) if s.n == 0)
+        return Comparison("unclear", f"no result for {missing} at {where}")
+    if not (a.has_ci and b.has_ci):
+        few = " and ".join(f"{nm} (n = {s.n})" for nm, s in ((a_name, a), (b_name, b)) if not s.has_ci)
+        return Comparison("unclear", f"n < 2 for {few} at {where}, so no confidence interval")
+    assert a.ci_low is not None and a.ci_high is not None and b.ci_low is not None and b.ci_high is not None
+    shown = f"{a_name} {fmt_num(a.mean)}{unit} vs {b_name} {fmt_num(b.mean)}{unit} at {where}"
+    if a.ci_high < b.ci_low:
+        return Comparison("supports", f"{a_name} is lower: {shown}")
+    if a.ci_low > b.ci_high:
+        return Comparison("contradicts", f"{b_name} is lower: {shown}")
+    return Comparison("unclear", f"the 95 % CIs overlap: {shown}")
+
+
+def at_least(s: Stat, bound: float, name: str, where: str) -> Comparison:
+    """Does the mean lie at or above ``bound``? Decided by the whole interval being on one side."""
+    if s.n == 0:
+        return Comparison("unclear", f"no result for {name} at {where}")
+    if not s.has_ci:
+        return Comparison("unclear", f"n < 2 for {name} (n = {s.n}) at {where}, so no confidence interval")
+    assert s.ci_low is not None and s.ci_high is not None
+    shown = f"{name} {fmt_num(s.mean)} (CI {fmt_num(s.ci_low)}–{fmt_num(s.ci_high)}) at {where}"
+    if s.ci_low >= bound:
+        return Comparison("supports", shown)
+    if s.ci_high < bound:
+        return Comparison("contradicts", f"below {fmt_num(bound)}: {shown}")
+    return Comparison("unclear", f"the 95 % CI straddles {fmt_num(bound)}: {shown}")
+
+
+def decide(comparisons: Sequence[Comparison], missing: Sequence[str] = ()) -> tuple[Verdict, str]:
+    """One clear counter-example refutes; a claim holds only when every comparison supports it and
+    nothing it needs is missing; anything else is inconclusive (the first reason is given)."""
+    bad = [c for c in comparisons if c.outcome == "contradicts"]
+    if bad:
+        return FAILS, _sentence(bad[0].text, len(bad), "contradiction")
+    if missing:
+        return INCONCLUSIVE, _sentence(missing[0], len(missing), "gap")
+    if not comparisons:
+        return INCONCLUSIVE, "no comparable points"
+    unclear = [c for c in comparisons if c.outcome == "unclear"]
+    if unclear:
+        return INCONCLUSIVE, _sentence(unclear[0].text, len(unclear), "undecided comparison")
+    if len(comparisons) == 1:
+        return HOLDS, comparisons[0].text
+    return HOLDS, f"all {len(comparisons)} comparisons agree, e.g. {comparisons[0].text}"
+
+
+def _sentence(text: str, count: int, what: str) -> str:
+    more = count - 1
+    return text + (f" (and {more} more {what}{'s' if more > 1 else ''})" if more else "")
+
+
+# ---- formatting ---------------------------------------------------------------------------------
+
+
+def fmt_num(v: float | None) -> str:
+    if v is None:
+        return "–"
+    if v == 0 or 0.01 <= abs(v) < 1e5:
+        return f"{v:.3g}" if abs(v) < 100 else f"{v:.0f}"
+    return f"{v:.3g}"
+
+
+def fmt_value(param: str, v: Any) -> str:
+    """A resolved (SI) parameter value as a reader writes it: 1e6 -> '1 Mbit/s', 0.05 -> '50 ms'."""
+    if v is None or (isinstance(v, float) and math.isinf(v)):
+        return "unshaped" if param in ("rate", "up_rate") else "none"
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return str(v)
+    if param in ("rate", "up_rate"):
+        return f"{v / 1e6:g} Mbit/s"
+    if param in ("delay", "up_delay", "jitter", "up_jitter"):
+        return f"{v * 1e3:g} ms"
+    if param in ("loss", "up_loss"):
+        return f"{v:g} %"
+    return f"{v:g}"
+
+
+def where(**conds: Any) -> str:
+    return ", ".join(f"{k} {fmt_value(k, v)}" for k, v in conds.items())
+
+
+# ---- grouping -----------------------------------------------------------------------------------
+
+
+def _hashable(v: Any) -> Any:
+    return json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v
+
+
+def as_number(v: Any) -> float:
+    """An x or facet value as a number; an unshaped rate (None) counts as infinitely fast."""
+    return math.inf if v is None else float(v)
+
+
+def values_of(rows: Iterable[Mapping[str, Any]], param: str) -> list[Any]:
+    """The distinct values ``param`` takes, numbers ascending."""
+    seen = {_hashable(r["params"].get(param)) for r in rows}
+    return sorted(
+        seen, key=lambda v: (0, as_number(v), "") if v is None or isinstance(v, int | float) else (1, 0, v)
+    )
+
+
+def protocol_param(name: str) -> str | None:
+    """'vnc_quality' -> 'vnc': a setting that belongs to one protocol."""
+    head = name.split("_", 1)[0]
+    return head if head in PROTOCOL_ORDER and "_" in name else None
+
+
+@dataclass(frozen=True)
+class Series:
+    """A protocol, with its own settings when they vary (two X2Go packs are two series)."""
+
+    protocol: str
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        name = {"vnc": "VNC", "spice": "SPICE", "x2go": "X2Go"}.get(self.protocol, self.protocol)
+        return name + (f" ({', '.join(f'{k} = {v}' for k, v in self.settings)})" if self.settings else "")
+
+
+class Scope:
+    """The trials of one scope, grouped by series and condition, recording the numbers it shows."""
+
+    def __init__(self, rows: Sequence[Mapping[str, Any]], scope: dict[str, Any]) -> None:
+        self.rows = list(rows)
+        self.scope = scope
+        varying: dict[str, list[str]] = {}
+        for proto in {r["params"].get("protocol") for r in self.rows}:
+            own = [r for r in self.rows if r["params"].get("protocol") == proto]
+            keys = {k for r in own for k in r["params"] if protocol_param(k) == proto}
+            varying[proto] = sorted(k for k in keys if len(values_of(own, k)) > 1)
+        self._varying = varying
+        self.shown: dict[tuple[str, str, str], Row] = {}
+
+    def series_of(self, row: Mapping[str, Any]) -> Series:
+        p = row["params"]
+        proto = p.get("protocol")
+        return Series(str(proto), tuple((k, _hashable(p.get(k))) for k in self._varying.get(proto, [])))
+
+    def series(self, protocol: str | None = None) -> list[Series]:
+        found = {self.series_of(r) for r in self.rows}
+        out = sorted(found, key=lambda s: (_proto_rank(s.protocol), str(s.settings)))
+        return [s for s in out if protocol is None or s.protocol == protocol]
+
+    @property
+    def protocols(self) -> list[str]:
+        return sorted({s.protocol for s in self.series()}, key=_proto_rank)
+
+    def select_any(self, **conds: Any) -> list[Mapping[str, Any]]:
+        """Rows of any series at ``conds``."""
+        return [r for r in self.rows if all(_same(r["params"].get(k), v) for k, v in conds.items())]
+
+    def select(self, series: Series, **conds: Any) -> list[Mapping[str, Any]]:
+        return [
+            r
+            for r in self.rows
+            if self.series_of(r) == series and all(_same(r["params"].get(k), v) for k, v in conds.items())
+        ]
+
+    def stat(self, series: Series, metric: str, quantity: str, scale: float = 1.0, **conds: Any) -> Stat:
+        """Mean and CI of ``metric`` (per-trial summary value, divided by ``scale``) at ``conds``."""
+        vals = [r["summary"].get(metric) for r in self.select(series, **conds)]
+        s = mean_ci(v / scale for v in vals if v is not None)
+        self.record(where(**conds), series, quantity, s)
+        return s
+
+    def derived(
+        self, series: Series, fn: Callable[[Mapping[str, Any]], float | None], quantity: str, **conds: Any
+    ) -> Stat:
+        """Mean and CI of a per-trial value computed from the whole row (params and summary)."""
+        s = mean_ci(v for v in (fn(r) for r in self.select(series, **conds)) if v is not None)
+        self.record(where(**conds), series, quantity, s)
+        return s
+
+    def record(self, condition: str, series: Series, quantity: str, s: Stat) -> None:
+        self.shown[(condition, series.label, quantity)] = Row(
+            condition, series.label, quantity, s.n, s.mean, s.ci_low, s.ci_high
+        )
+
+    def table(self) -> tuple[Row, ...]:
+        return tuple(self.shown.values())
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float) and not isinstance(a, bool):
+        return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
+    return _hashable(a) == _hashable(b)
+
+
+def _proto_rank(p: str) -> tuple[int, str]:
+    return (PROTOCOL_ORDER.index(p), p) if p in PROTOCOL_ORDER else (len(PROTOCOL_ORDER), p)
+
+
+def scopes(rows: Sequence[Mapping[str, Any]], keep: Iterable[str]) -> list[tuple[dict[str, Any], list]]:
+    """Split rows by every parameter that varies but is neither kept (x, facet, protocol), pooled
+    (seed) nor a protocol's own setting (those make series): ``server`` vm vs namespace, a delay
+    that varies in a rate sweep, ... Each split is judged on its own, never pooled."""
+    keep = set(keep) | {"protocol"} | POOLED
+    names = sorted({k for r in rows for k in r["params"]})
+    split = [k for k in names if k not in keep and not protocol_param(k) and len(values_of(rows, k)) > 1]
+    groups: dict[tuple[Any, ...], list] = {}
+    for r in rows:
+        groups.setdefault(tuple(_hashable(r["params"].get(k)) for k in split), []).append(r)
+    out = []
+    for key in sorted(groups, key=lambda k: tuple(str(v) for v in k)):
+        out.append((dict(zip(split, key, strict=True)), groups[key]))
+    return out
+
+
+def normalise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Keep rows that have params and a summary; summary values as floats (None dropped)."""
+    out = []
+    for r in rows:
+        params = dict(r.get("params") or r.get("resolved") or {})
+        summary = {k: float(v) for k, v in (r.get("summary") or {}).items() if v is not None}
+        if params:
+            out.append({"params": params, "summary": summary})
+    return out
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding of the thesis as code: what it needs, and how it decides in one scope."""
+
+    name: str
+    title: str
+    claim: str
+    figure: str
+    x: str  # the parameter that must be swept (at least two values)
+    protocols: tuple[str, ...]  # must all be present for a decision (missing ones: inconclusive)
+    run: Callable[[Scope], tuple[list[Comparison], list[str]]]
+    facet: str | None = None
+    min_protocols: int = 1
+    # The thesis' conditions of the figure, {param: (low, high)} inclusive: trials outside are left
+    # out (T vs rate at 200 ms delay is not what Fig. 4.6 shows; finding 5 says it differs there).
+    within: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+
+    def inside(self, params: Mapping[str, Any]) -> bool:
+        for k, (lo, hi) in self.within.items():
+            v = params.get(k)
+            if v is None or not (lo - 1e-12 <= float(v) <= hi + 1e-12):
+                return False
+        return True
+
+    @property
+    def conditions(self) -> str:
+        """The thesis' conditions as text, e.g. 'delay 0–20 ms, loss 0–0.1 %'."""
+        return ", ".join(
+            f"{k} {fmt_value(k, lo).split()[0]}–{fmt_value(k, hi)}" for k, (lo, hi) in self.within.items()
+        )
+
+    def applies(self, params: Iterable[Mapping[str, Any]]) -> str | None:
+        """None when the check applies to trials with these parameters (resolved, SI), else why not:
+        its x parameter takes two values or more inside the thesis' conditions, and one of the
+        protocols it compares is present."""
+        inside = [p for p in params if self.inside(p)]
+        if len({_hashable(p.get(self.x)) for p in inside}) < 2:
+            extra = f" within {self.conditions}" if self.within else ""
+            return f"{self.x} is not swept{extra}"
+        protos = {str(p.get("protocol")) for p in inside}
+        if self.protocols and not protos & set(self.protocols):
+            return f"none of {', '.join(self.protocols)} is in the results"
+        return None
+
+    def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[Finding]:
+        keep = {self.x} | ({self.facet} if self.facet else set())
+        rows = [r for r in rows if self.inside(r["params"])]
+        out = []
+        for scope_values, scoped in scopes(rows, keep) or [({}, [])]:
+            sc = Scope(scoped, scope_values)
+            missing = [f"no {_label(p)} trials" for p in self.protocols if p not in sc.protocols]
+            if len(sc.protocols) < self.min_protocols:
+                missing.append(f"needs {self.min_protocols} protocols, the results have {len(sc.protocols)}")
+            if not scoped:
+                where_ = f" within {self.conditions}" if self.within else ""
+                missing = [f"no succeeded trials{where_} yet"]
+            comparisons, gaps = self.run(sc) if not missing else ([], [])
+            verdict, reason = decide(comparisons, missing + gaps)
+            out.append(
+                Finding(
+                    self.name, self.title, self.claim, self.figure, verdict, reason, scope_values, sc.table()
+                )
+            )
+        return out
+
+
+def _label(protocol: str) -> str:
+    return Series(protocol).label
