@@ -443,6 +443,25 @@ def tcp_line(link: dict[str, Any] | None) -> str | None:
     )
 
 
+def verification_line(link: dict[str, Any] | None) -> str | None:
+    """One line on how the trial's link was verified: in full, or by a short check on an earlier run."""
+    if not link or "measured" not in link:
+        return None
+    verdict = "within tolerance" if link.get("ok") else "OUTSIDE tolerance"
+    if link.get("mode") != "short":
+        return f"in full on this trial (TCP each way, pings, UDP loss probes): {verdict}"
+    reused = link.get("reused") or {}
+    rtt = (link.get("measured") or {}).get("rtt_ms")
+    rtt_text = "no reply" if rtt is None else f"RTT {rtt:.1f} ms"
+    age = reused.get("age_s")
+    age_text = "" if age is None else f", {age / 60:.0f} min earlier"
+    return (
+        f"short check on this trial ({link.get('method', {}).get('ping_count', '?')} pings, {rtt_text}): "
+        f"{verdict}; rates and loss from the full verification of this condition on "
+        f"{reused.get('host') or 'this host'}{age_text}"
+    )
+
+
 def _kib(n: int | None) -> str:
     return "?" if n is None else f"{n / 1024:,.0f} KiB"
 

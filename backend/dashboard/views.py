@@ -321,6 +321,7 @@ def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "provenance_json": json.dumps(trial.provenance, indent=2, sort_keys=True) if trial.provenance else "",
         "server_side": services.server_side(trial.provenance),
         "tcp_line": services.tcp_line(trial.link),
+        "verification_line": services.verification_line(trial.link),
         "params_json": json.dumps(trial.params, indent=2),
         "resolved_json": json.dumps(trial.resolved, indent=2),
     }

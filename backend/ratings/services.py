@@ -132,9 +132,13 @@ def _measured_tcp(trials: list[Trial]) -> float | None:
     """Mean measured TCP goodput (down) of the trials' link verifications, or their summary value."""
     values = []
     for t in trials:
-        measured = (t.link or {}).get("measured") or {}
-        if isinstance(measured.get("tcp_down_bps"), int | float):
-            values.append(float(measured["tcp_down_bps"]))
+        link = t.link or {}
+        # A short check measures RTT only; the goodput is the full verification's it relied on.
+        value = (link.get("measured") or {}).get("tcp_down_bps")
+        if value is None:
+            value = ((link.get("reused") or {}).get("measured") or {}).get("tcp_down_bps")
+        if isinstance(value, int | float):
+            values.append(float(value))
     if not values:
         values = list(
             SummaryValue.objects.filter(trial__in=trials, name="tcp_down_bps").values_list("value", flat=True)

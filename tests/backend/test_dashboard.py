@@ -431,6 +431,30 @@ def test_the_trial_page_says_which_tcp_both_namespaces_ran(client_for, alice, de
     assert "not recorded" in c.get(f"/trials/{old.pk}/").content.decode()
 
 
+def test_the_trial_page_says_whether_the_link_was_verified_in_full(client_for, alice, demo_job) -> None:
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
+    full, short = sweep.trials.order_by("index")
+    _finish_one(full, "succeeded")
+    _finish_one(short, "succeeded")
+    type(full).objects.filter(pk=full.pk).update(
+        link={"mode": "full", "ok": True, "measured": {"rtt_ms": 20.1, "tcp_down_bps": 9.5e6}}
+    )
+    reused = {"host": "lab-1", "age_s": 600.0, "measured": {"tcp_down_bps": 9.5e6}}
+    type(short).objects.filter(pk=short.pk).update(
+        link={"mode": "short", "ok": True, "measured": {"rtt_ms": 20.4}, "method": {"ping_count": 10},
+              "reused": reused}
+    )  # fmt: skip
+    c = client_for(alice)
+    page = c.get(f"/trials/{full.pk}/").content.decode()
+    assert "in full on this trial (TCP each way, pings, UDP loss probes): within tolerance" in page
+    page = c.get(f"/trials/{short.pk}/").content.decode()
+    line = page.split('<p class="verification">', 1)[1].split("</p>", 1)[0]
+    assert line == (
+        "short check on this trial (10 pings, RTT 20.4 ms): within tolerance; rates and loss from the "
+        "full verification of this condition on lab-1, 10 min earlier"
+    ), line
+
+
 def test_the_sweep_page_warns_when_guests_ran_under_tcg(client_for, alice, demo_job) -> None:
     sweep = _sweep(alice, {"rate": ["1mbit", "2mbit", "3mbit"]})
     c = client_for(alice)

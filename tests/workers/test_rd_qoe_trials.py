@@ -59,7 +59,9 @@ def test_a_three_page_trial_gives_one_sample_per_update_and_the_link_verificatio
         {"protocol": protocol, "rate": "10mbit", "delay": "10ms", "pages": 3, "quiet": "300ms",
          "pause": "200ms", "update_timeout": "15s", "verify_duration": "1s"},
     )  # fmt: skip
-    ctx = TrialContext(trial_id="t", workdir=tmp_path, prefix=_prefix())
+    # Its own work root: a verification stored by an earlier test must not be reused here.
+    (tmp_path / "trial").mkdir()
+    ctx = TrialContext(trial_id="t", workdir=tmp_path / "trial", prefix=_prefix())
     started = time.monotonic()
     result = JOB.run(params, ctx)
     assert time.monotonic() - started < 90
@@ -82,7 +84,8 @@ def test_a_three_page_trial_gives_one_sample_per_update_and_the_link_verificatio
     assert s["setup_s"] > 0 and s["teardown_s"] >= 0
     # The link was verified at the start of the trial, on this trial's link.
     assert result.link["configured"]["rate_bps"] == 10e6
-    assert result.link["measured"]["tcp_down_bps"] > 5e6
+    assert result.link["mode"] == "full" and result.link["measured"]["tcp_down_bps"] > 5e6
+    assert s["link_verified_in_full"] == 1.0
     assert result.provenance["server"] == "namespace" and result.provenance["protocol"] == protocol
     kinds = {(a.path.name, a.kind) for a in ctx.artifacts}
     assert ("capture.pcap", "pcap") in kinds and ("clicks.json", "json") in kinds

@@ -66,6 +66,11 @@ class RdQoeParams(LinkParams):
     verify_duration: p.Duration(1.0, 30.0) = Field(  # type: ignore[valid-type]
         default=2.0, description="seconds per TCP test of the link verification at the trial's start"
     )
+    verify: Literal["once", "every"] = Field(
+        default="once",
+        description="link verification: once = in full on a worker host's first trial of this condition "
+        "(per hour), then a 10-ping check of RTT; every = in full on every trial (docs/throughput.md)",
+    )
     record: bool = Field(
         default=False,
         description="record the client display and a locally rendered reference as WebM videos "
@@ -228,8 +233,8 @@ def summarise(samples: list[Sample], timings: dict[str, float]) -> dict[str, flo
 
 
 def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation.reuse import measured_or_reused, verify_condition
     from qoelab.emulation.topology import emulated_link
-    from qoelab.emulation.verify import verify_link
     from qoelab.rd.bench import run_bench
 
     profile = params.to_profile(seed=params.seed)
@@ -242,7 +247,10 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
             phases["link_s"] = time.monotonic() - clock
             ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
             clock = time.monotonic()
-            verification = verify_link(link, duration_s=float(params.verify_duration))
+            # The work root is the host's: verified conditions outlive the trial's own directory.
+            verification = verify_condition(
+                link, float(params.verify_duration), ctx.workdir.parent / "verified-links", params.verify
+            )
             phases["verify_s"] = time.monotonic() - clock
             for c in verification["checks"]:
                 if not c["ok"]:
@@ -300,11 +308,12 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
         raise QoelabError(result.get("analysis_error") or "the packet analysis produced no updates")
     samples = update_samples(result["updates"])
     summary = summarise(samples, result["timings"])
-    meas = verification["measured"]
     for name in ("tcp_down_bps", "rtt_ms"):
-        if meas.get(name) is not None:
-            summary[f"link_{name}"] = float(meas[name])
+        value = measured_or_reused(verification, name)
+        if value is not None:
+            summary[f"link_{name}"] = float(value)
     summary["link_checks_ok"] = 1.0 if verification["ok"] else 0.0
+    summary["link_verified_in_full"] = 1.0 if verification.get("mode", "full") == "full" else 0.0
     phases.update(split_bench_time(phases.pop("bench_s"), result["timings"]))
     summary.update({k: round(v, 3) for k, v in phases.items() if k not in summary})
     return TrialResult(

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -157,8 +158,8 @@ def measure_client_side(
         poll=0.3,
     )
     fitted = fit_viewer_window(protocol, client)
-    if fitted is not None:
-        time.sleep(1.0)  # the viewer redraws at the new size
+    if fitted is not None and protocol != "x2go":
+        time.sleep(1.0)  # the viewer redraws at the new size (X2Go's fit waits until it has)
     offset, run.mapping = calibrate(client, server_display(), manifest)
     if fitted is not None:
         run.mapping["fitted_window"] = fitted
@@ -314,6 +315,13 @@ def run_bench(
         )  # fmt: skip
     finally:
         t2 = time.monotonic()
+        if protocol == "x2go":
+            from qoelab.rd.cleanup import terminate_x2go_sessions
+
+            if terminate_x2go_sessions(prefix, server_ns):
+                for proc in procs.procs:  # the session is over: nothing left for the client to end
+                    if proc.name == "viewer-x2go":
+                        proc.stop_signal = signal.SIGKILL
         procs.stop_all()
         for profile in workdir.glob("chromium-profile-*"):
             shutil.rmtree(profile, ignore_errors=True)  # browser state, not a result

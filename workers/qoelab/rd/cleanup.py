@@ -79,6 +79,35 @@ def _rd_homes() -> list[str]:
         return []
 
 
+def terminate_x2go_sessions(prefix: str, server_ns: str, timeout: float = 10.0) -> list[str]:
+    """End the trial's X2Go sessions on the server side, locally, before the client is stopped.
+
+    pyhoca-cli's own ending (SIGINT with --terminate-on-ctrl-c) runs x2goterminate-session over
+    SSH across the emulated link and then lingers for seconds before it exits. Running the same
+    server script in the server namespace ends the agent and marks the session finished in
+    X2Go's session database, so the client can simply be killed. Returns the sessions ended.
+    """
+    from qoelab.rd.desktop import RD_USER
+    from qoelab.rd.procs import run
+
+    ended = []
+    for home in _rd_homes():
+        for path in sorted(glob.glob(f"{home}/.x2go/C-*_stDqoelab-rd-{prefix}*")):
+            session = os.path.basename(path)[2:]
+            argv = ["runuser", "-u", RD_USER, "--", "env", f"HOME={home}", "x2goterminate-session", session]
+            try:
+                res = run(argv, ns=server_ns, timeout=timeout)
+            except Exception as err:  # noqa: BLE001 - the cleanup that follows kills what is left
+                log.warning("x2goterminate-session %s: %s", session, err)
+                continue
+            if res.returncode == 0:
+                ended.append(session)
+            else:
+                log.warning("x2goterminate-session %s exited %d: %s", session, res.returncode,
+                            (res.stderr or res.stdout).strip()[-200:])  # fmt: skip
+    return ended
+
+
 def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[str]:
     """Kill the trial's processes, drop stale X locks and session files; return what went."""
     if not _PREFIX_OK.fullmatch(prefix):
