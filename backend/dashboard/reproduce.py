@@ -170,14 +170,9 @@ def seconds_per_condition() -> tuple[float, int]:
 
 
 def _points(preset: presets.Preset, size: presets.Size) -> list[dict[str, Any]]:
-    spec = preset.sweep_spec(size)
     job = jobtypes.get_job("rd_qoe")
     assert job is not None
-    keys = list(spec["grid"])
-    combos: list[dict[str, Any]] = [{}]
-    for k in keys:
-        combos = [{**c, k: v} for c in combos for v in spec["grid"][k]]
-    return [validate_params(job.params, {**spec["fixed"], **c}).model_dump(mode="json") for c in combos]
+    return [validate_params(job.params, point).model_dump(mode="json") for point in preset.points(size)]
 
 
 def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | None = None) -> dict[str, Any]:

@@ -47,13 +47,17 @@ class Preset:
             "seed": self.seed,
         }
 
+    def points(self, size: Size) -> list[dict[str, Any]]:
+        """Every combination of the grid over the fixed part, the grid's first key varying slowest."""
+        fixed = self.sweep_spec(size)["fixed"] if self.kind == "sweep" else self.fixed
+        out: list[dict[str, Any]] = [{}]
+        for key, values in self.grids[_size(size)].items():
+            out = [{**c, key: v} for c in out for v in values]
+        return [{**fixed, **c} for c in out]
+
     def conditions(self, size: Size) -> list[dict[str, Any]]:
         """Rating conditions (kind ``campaign``): every combination of the grid, protocol first."""
-        grid = self.grids[_size(size)]
-        out: list[dict[str, Any]] = [{}]
-        for key, values in grid.items():
-            out = [{**c, key: v} for c in out for v in values]
-        return [{"params": {**self.fixed, **c}} for c in out]
+        return [{"params": point} for point in self.points(size)]
 
     def trial_count(self, size: Size) -> int:
         n = 1

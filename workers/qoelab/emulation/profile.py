@@ -21,14 +21,21 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from qoelab import params
-from qoelab.emulation.tcp import BUFFER_MAX, BUFFER_MIN, DEFAULT_CC, RTO_MIN_MAX_S, RTO_MIN_MIN_S, TcpSettings
+from qoelab.emulation.tcp import (
+    BUFFER_MAX,
+    BUFFER_MIN,
+    DEFAULT_CC,
+    RTO_MIN_MAX_S,
+    RTO_MIN_MIN_S,
+    TcpSettings,
+    is_cc_name,
+)
 from qoelab.errors import ParameterError
 from qoelab.units import (
     format_duration,
@@ -383,7 +390,7 @@ class LinkParams(BaseModel):
     @field_validator("tcp_cc")
     @classmethod
     def _cc_is_a_name(cls, value: str) -> str:
-        if not re.fullmatch(r"[a-z][a-z0-9_]{0,15}", value):
+        if not is_cc_name(value):
             raise ValueError(f"must be a congestion control name such as cubic or reno, got {value!r}")
         return value
 

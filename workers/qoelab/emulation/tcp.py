@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from qoelab.emulation.profile import LinkProfile
 
 DEFAULT_CC = "cubic"  # the thesis' chapter 4
+_CC_NAME = re.compile(r"[a-z][a-z0-9_]{0,15}")  # the kernel's TCP_CA_NAME_MAX is 16
 CC_CAPABILITY_PREFIX = "tcp_cc."  # a worker reports tcp_cc.<name> for every algorithm it offers
 AVAILABLE_PATH = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 ALLOWED_PATH = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
@@ -46,6 +48,11 @@ class TcpUnavailable(ParameterError):
     """The worker's kernel does not offer the requested congestion control algorithm."""
 
 
+def is_cc_name(value: object) -> bool:
+    """A congestion control name as the kernel spells them (cubic, reno, bbr, ...), nothing else."""
+    return isinstance(value, str) and _CC_NAME.fullmatch(value) is not None
+
+
 @dataclass(frozen=True)
 class TcpSettings:
     """What a trial asks of TCP in both namespaces (``None``: the documented default)."""
@@ -57,8 +64,10 @@ class TcpSettings:
     rto_min_s: float | None = None
 
     def validate(self) -> TcpSettings:
-        if not isinstance(self.cc, str) or not self.cc.isascii() or not self.cc.replace("_", "").isalnum():
-            raise ParameterError("tcp_cc", f"must be a congestion control name like cubic, got {self.cc!r}")
+        if not is_cc_name(self.cc):
+            raise ParameterError(
+                "tcp_cc", f"must be a congestion control name such as cubic or reno, got {self.cc!r}"
+            )
         for name, value in (("tcp_rmem_max", self.rmem_max), ("tcp_wmem_max", self.wmem_max)):
             if value is not None and not BUFFER_MIN <= value <= BUFFER_MAX:
                 raise ParameterError(name, f"must be {BUFFER_MIN} to {BUFFER_MAX} bytes, got {value}")
