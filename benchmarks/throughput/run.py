@@ -80,13 +80,22 @@ def table(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def markdown(lines: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     span_h = (max(r["finished_at"] for r in rows) - min(r["started_at"] for r in rows)).total_seconds() / 3600
     head = ["protocol", "trials", "wall s", *(c for c, _ in COLUMNS), "overhead s (all but clicks)"]
+    ordered = sorted(rows, key=lambda r: r["started_at"])
+    # Idle time between one trial's finish and the next one's claim (scheduler tick, Celery's new
+    # pool process, the claim). Meaningful with one slot; negative values are overlapping slots.
+    gaps = [
+        (b["started_at"] - a["finished_at"]).total_seconds()
+        for a, b in zip(ordered, ordered[1:], strict=False)
+    ]
+    gaps = [g for g in gaps if g >= 0]
     out = [
         f"Command: `{meta['command']}` ({meta['date']}, {os.cpu_count()} cores; sweep {meta['sweep']}: "
         f"{len(rows)} succeeded trials in {span_h * 60:.0f} min, "
         f"**{len(rows) / span_h:.0f} trials per hour** "
         f"with {meta['slots']} worker slot(s)).",
         "",
-        "Medians per trial in seconds. *wall*: claim to finish as the backend saw it.",
+        "Medians per trial in seconds. *wall*: claim to finish as the backend saw it. Between trials "
+        f"the host was idle for a median {_median(gaps) or 0:.1f} s (finish to the next claim).",
         "",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
