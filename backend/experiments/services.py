@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from experiments import jobtypes
 from experiments.choices import TERMINAL, SweepOrder, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
+from experiments.wakeup import wake_scheduler
 from hosts.models import WorkerHost
 from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 from qoelab.params import ParamsInvalid, validate_params
@@ -366,6 +367,7 @@ def create_sweep(spec: Any, user: Any) -> Sweep:
             ],
             batch_size=2000,
         )
+        wake_scheduler()
     log.info("sweep %s created: %s trials of %s by %s", sweep.pk, len(order), s.job.name, user)
     return sweep
 
@@ -567,6 +569,7 @@ def finish(
         provenance = {**trial.provenance, **(result.get("provenance") or {})}
         provenance.setdefault("backend_revision", backend_revision())
         link = result.get("link") or {}
+        wake_scheduler()  # a slot frees up (or the trial is pending again): dispatch on commit
 
         if status == TrialStatus.FAILED and retryable and trial.attempts < trial.max_attempts:
             reason = f"attempt {trial.attempts} failed on {host.name} (transient, will retry): {error}"

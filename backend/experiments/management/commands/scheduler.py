@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from experiments import services
+from experiments.wakeup import Listener
 from ratings.live import release_expired_slots
 from results.services import prune_artifacts
 
@@ -75,6 +76,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, on_signal)
         log.info("scheduler started, one tick every %s s", interval)
         next_prune = time.monotonic()
+        listener = Listener()
         while not stop:
             started = time.monotonic()
             close_old_connections()
@@ -92,5 +94,7 @@ class Command(BaseCommand):
                 log.exception("scheduler tick failed; retrying in %s s", interval)
             else:
                 alive.touch()
-            time.sleep(max(0.0, interval - (time.monotonic() - started)))
+            # A finished trial or a new sweep wakes the loop at once (experiments.wakeup).
+            listener.wait(max(0.0, interval - (time.monotonic() - started)))
+        listener.close()
         log.info("scheduler stopped")
