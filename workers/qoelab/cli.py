@@ -32,6 +32,7 @@ examples:
   qoelab link check --rate 10mbit --delay 25ms --loss 0.5% --json
   qoelab rd bench --protocol spice --rate 1mbit --delay 10ms --pages 3
   qoelab rd analyze capture.pcap --clicks clicks.json
+  qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64
 
 environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
 QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
@@ -194,13 +195,15 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("version", help="print the qoelab version and code revision")
     v.set_defaults(func=cmd_version)
 
-    # Subcommands of the parts: `link check|cleanup`, `rd analyze`, `rd bench`.
+    # Subcommands of the parts: `link check|cleanup`, `rd analyze`, `rd bench`, `apt simulate`.
+    from qoelab.apt import cli as apt_cli
     from qoelab.emulation import cli as emulation_cli
     from qoelab.rd import analyze_cli, bench_cli
 
     emulation_cli.register(sub)
     analyze_cli.register(sub)
     bench_cli.register(sub)
+    apt_cli.register(sub)
     return p
 
 
