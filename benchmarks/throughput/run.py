@@ -7,6 +7,7 @@ the pauses Q and P), teardown and upload, and the rest. *Overhead* is everything
 
     .venv/bin/python benchmarks/throughput/run.py --preset ch4-fig46 --size quick --api URL --token T
     .venv/bin/python benchmarks/throughput/run.py --sweep 12 --write-docs     # an existing sweep
+    .venv/bin/python benchmarks/throughput/run.py --sweep 2 --sweep 3 --sweep 4  # several, and in all
 
 The token is a researcher's API token (``make demo`` prints it; or QOELAB_API_TOKEN).
 """
@@ -53,7 +54,7 @@ def trial_rows(api: ApiClient, sweep_id: int) -> list[dict[str, Any]]:
         detail = api.get(f"/api/trials/{t['id']}/")
         phases = (detail.get("provenance") or {}).get("phases") or {}
         out.append({
-            "protocol": t["resolved"].get("protocol"),
+            "protocol": t["resolved"].get("protocol") or "—",
             "wall_s": t["duration_s"],
             "phases": phases,
             "started_at": dt.datetime.fromisoformat(t["started_at"]),
@@ -89,6 +90,7 @@ def markdown(lines: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict
     ]
     gaps = [g for g in gaps if g >= 0]
     out = [
+        f"**{meta['name']}**. " if meta.get("name") else "",
         f"Command: `{meta['command']}` ({meta['date']}, {os.cpu_count()} cores; sweep {meta['sweep']}: "
         f"{len(rows)} succeeded trials in {span_h * 60:.0f} min, "
         f"**{len(rows) / span_h:.0f} trials per hour** "
@@ -107,11 +109,28 @@ def markdown(lines: list[dict[str, Any]], rows: list[dict[str, Any]], meta: dict
     return "\n".join(out)
 
 
+def sweep_name(api: ApiClient, sweep_id: int) -> str:
+    return str(api.get(f"/api/sweeps/{sweep_id}/").get("name") or "")
+
+
+def in_all(rows: list[dict[str, Any]], sweep_ids: list[int]) -> str:
+    """The sweeps together: first claim to last finish, trials per hour, overhead per protocol."""
+    span_h = (max(r["finished_at"] for r in rows) - min(r["started_at"] for r in rows)).total_seconds() / 3600
+    overhead = {
+        line["protocol"]: f"{line['overhead']:.1f} s" for line in table(rows)
+    }  # fmt: skip
+    return (
+        f"**In all** (sweeps {', '.join(map(str, sweep_ids))}): {len(rows)} succeeded trials from the first "
+        f"claim to the last finish in **{span_h * 60:.0f} min** ({len(rows) / span_h:.0f} trials per hour); "
+        "median overhead per trial " + ", ".join(f"{p} {v}" for p, v in overhead.items()) + "."
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--preset", help="submit this preset and wait (e.g. ch4-fig46)")
-    which.add_argument("--sweep", type=int, help="read this finished sweep")
+    which.add_argument("--sweep", type=int, action="append", help="read this finished sweep (repeatable)")
     parser.add_argument("--size", default="quick", choices=presets.SIZES)
     parser.add_argument("--api", default=os.environ.get("QOELAB_API_URL", "http://127.0.0.1:8000"))
     parser.add_argument("--token", default=os.environ.get("QOELAB_API_TOKEN", ""))
@@ -119,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write-docs", action="store_true", help=f"put the table into {DOC.name}")
     args = parser.parse_args(argv)
     api = ApiClient(args.api, args.token)
-    sweep_id = args.sweep
+    sweep_ids = args.sweep or []
     if args.preset:
         spec = SweepSpec.model_validate(presets.get(args.preset).sweep_spec(args.size))
         sweep_id = int(submit(api, spec)["id"])
@@ -127,14 +146,22 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         wait(api, sweep_id, lambda c, _b: print(f"{c['done']}/{c['total']} done", end="\r", flush=True))
         print(f"\nfinished in {(time.monotonic() - t0) / 60:.1f} min")
-    rows = trial_rows(api, sweep_id)
-    if not rows:
-        print(f"sweep {sweep_id} has no succeeded trial", file=sys.stderr)
-        return 1
+        sweep_ids = [sweep_id]
     shown = ["benchmarks/throughput/run.py", *(argv if argv is not None else sys.argv[1:])]
-    meta = {"command": " ".join(a for a in shown if not a.startswith("--token") and a != args.token),
-            "date": dt.date.today().isoformat(), "sweep": sweep_id, "slots": args.slots}  # fmt: skip
-    text = markdown(table(rows), rows, meta)
+    command = " ".join(a for a in shown if not a.startswith("--token") and a != args.token)
+    parts, every = [], []
+    for sweep_id in sweep_ids:
+        rows = trial_rows(api, sweep_id)
+        if not rows:
+            print(f"sweep {sweep_id} has no succeeded trial", file=sys.stderr)
+            return 1
+        every += rows
+        meta = {"command": command, "date": dt.date.today().isoformat(), "sweep": sweep_id,
+                "slots": args.slots, "name": sweep_name(api, sweep_id)}  # fmt: skip
+        parts.append(markdown(table(rows), rows, meta))
+    if len(sweep_ids) > 1:
+        parts.append(in_all(every, sweep_ids))
+    text = "\n\n".join(parts)
     print(text)
     if args.write_docs:
         doc = DOC.read_text()
