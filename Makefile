@@ -37,7 +37,7 @@ frontend: ## build the front-end static files into frontend/dist
 	@cd frontend && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
 
 schema: ## regenerate docs/openapi.yaml from the API
-	@set -a; . .state/env; set +a; .venv/bin/python backend/manage.py spectacular --file docs/openapi.yaml
+	@set -a; . .state/env; set +a; QOELAB_DEBUG=true .venv/bin/python backend/manage.py spectacular --file docs/openapi.yaml
 
 vm-image: ## build the Debian guest for VM server mode into vm-images/out (cached by input hash; root)
 	@vm-images/build.sh

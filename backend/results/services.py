@@ -11,7 +11,7 @@ import hashlib
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -184,8 +184,10 @@ def aggregate(
     """Mean and 95 % CI of ``metric`` per (x, series) over succeeded trials of the sweep.
 
     ``source="summary"`` aggregates one value per trial; ``"samples"`` aggregates every per-event
-    sample value named ``metric`` (RD: one per screen update). ``where`` keeps only trials whose
-    resolved (SI) parameters equal the given values, e.g. ``{"rate": 1e6}`` for one chart panel.
+    sample value named ``metric`` (RD: one per screen update); ``"series"`` aggregates the time
+    series ``metric`` per whole second of its time (x is then the time, e.g. APT's goodput over a
+    run). ``where`` keeps only trials whose resolved (SI) parameters equal the given values, e.g.
+    ``{"rate": 1e6}`` for one chart panel.
     """
     conditions = dict(where or {})
     trials = {
@@ -194,17 +196,27 @@ def aggregate(
         if all(t["resolved"].get(k) == v for k, v in conditions.items())
     }
     groups: dict[tuple[Any, Any], list[float]] = defaultdict(list)
-    if source == "samples":
-        rows = Sample.objects.filter(trial_id__in=trials, values__has_key=metric).values_list(
-            "trial_id", f"values__{metric}"
-        )
+    rows: Iterable[tuple[int, Any, Any]]  # (trial, x or None for the trial's own x, value)
+    if source == "series":
+        # x is the series' time, binned to whole seconds, so repetitions line up point by point.
+        points = SeriesPoint.objects.filter(trial_id__in=trials, name=metric)
+        points = points.values_list("trial_id", "t", "value")
+        rows = ((trial_id, round(t), value) for trial_id, t, value in points.iterator(chunk_size=5000))
     else:
-        rows = SummaryValue.objects.filter(trial_id__in=trials, name=metric).values_list("trial_id", "value")
-    for trial_id, value in rows.iterator(chunk_size=5000):
+        if source == "samples":
+            per_trial = Sample.objects.filter(trial_id__in=trials, values__has_key=metric).values_list(
+                "trial_id", f"values__{metric}"
+            )
+        else:
+            per_trial = SummaryValue.objects.filter(trial_id__in=trials, name=metric)
+            per_trial = per_trial.values_list("trial_id", "value")
+        rows = ((trial_id, None, value) for trial_id, value in per_trial.iterator(chunk_size=5000))
+    for trial_id, xv, value in rows:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             continue
         resolved = trials[trial_id]
-        groups[(resolved.get(x), resolved.get(series) if series else None)].append(float(value))
+        key = resolved.get(x) if xv is None else xv
+        groups[(key, resolved.get(series) if series else None)].append(float(value))
     by_series: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for (xv, sv), values in sorted(groups.items(), key=lambda kv: (_key(kv[0][1]), _key(kv[0][0]))):
         mean, lo, hi, sd = _t_interval(values)

@@ -229,9 +229,11 @@ class AggregateQuerySerializer(serializers.Serializer):
     metric = serializers.RegexField(
         r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$", help_text="summary metric or sample value"
     )
-    x = serializers.CharField(help_text="parameter on the x axis")
+    x = serializers.CharField(help_text="parameter on the x axis; with source=series, t (the time)")
     series = serializers.CharField(required=False, help_text="parameter splitting the points into series")
-    source = serializers.ChoiceField(choices=["summary", "samples"], default="summary", required=False)
+    source = serializers.ChoiceField(
+        choices=["summary", "samples", "series"], default="summary", required=False
+    )
 
 
 class JobTypeSerializer(serializers.Serializer):

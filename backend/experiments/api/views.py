@@ -145,6 +145,8 @@ class SweepViewSet(
         q = query.validated_data
         job = jobtypes.get_job(sweep.job_type)
         names = jobtypes.param_names(job) if job else list(sweep.grid) + list(sweep.fixed)
+        if q.get("source") == "series":
+            names = [*names, "t"]  # a time series' own time
         errors = [
             {
                 "field": f,

@@ -231,6 +231,27 @@ JOB = register(
         ),
         charts=(
             ChartSpec(
+                key="fig28",
+                title="Fig. 2.8: goodput over time",
+                x="t",
+                y="goodput_bps",
+                series="mode",
+                source="series",
+                x_label="time (s)",
+                y_label="goodput (Mbit/s)",
+                y_scale=1e6,
+            ),
+            ChartSpec(
+                key="fig29",
+                title="Fig. 2.9: active sessions over time",
+                x="t",
+                y="active_n",
+                series="mode",
+                source="series",
+                x_label="time (s)",
+                y_label="active sessions N",
+            ),
+            ChartSpec(
                 key="fig210",
                 title="Fig. 2.10: goodput vs bandwidth",
                 x="rate",
