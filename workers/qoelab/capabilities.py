@@ -214,6 +214,25 @@ def _emulation_caps() -> tuple[dict[str, bool], dict[str, str]]:
     return caps, reasons
 
 
+def _storage_caps(reasons: dict[str, str]) -> dict[str, bool]:
+    """Storage APT: a target program per protocol and the block-device layer helper (apt-bdl)."""
+    from qoelab.apt.bdl import NOT_BUILT, binary_path
+
+    helper = os.access(binary_path(), os.X_OK)
+    caps = {}
+    for cap, programs, package in (
+        ("apt.nbd", ("nbdkit",), "nbdkit"),
+        ("apt.iscsi", ("tgtd", "tgtadm"), "tgt"),
+    ):
+        missing = [p for p in programs if not (shutil.which(p) or Path("/usr/sbin", p).exists())]
+        caps[cap] = helper and not missing
+        if missing:
+            reasons[cap] = f"{' and '.join(missing)} not installed (Debian package '{package}')"
+        elif not helper:
+            reasons[cap] = NOT_BUILT
+    return caps
+
+
 def detect(probe_kvm: bool = True) -> dict[str, Any]:
     """Host facts, ``capabilities`` {name: bool}, ``reasons`` {name: why False}, ``versions``."""
     caps, reasons = _emulation_caps()
@@ -239,6 +258,7 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
     caps["vm"] = bool(vm["available"])
     if not caps["vm"]:
         reasons["vm"] = vm["image_note"] if not vm["image"] else "QEMU missing or neither KVM nor TCG allowed"
+    caps.update(_storage_caps(reasons))
     for cap, (programs, package) in RD_TOOLS.items():
         caps[cap] = any(shutil.which(p) for p in programs)
         if not caps[cap]:

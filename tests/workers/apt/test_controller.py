@@ -24,7 +24,7 @@ def test_the_worked_example_of_figs_2_2_and_2_3():
         (1, "bracket", "increase", (None, None, None)),
         (2, "bracket", "increase", (None, None, None)),
         (4, "bracket", "increase", (None, None, None)),
-        (8, "bracket", "bracket", (2, 4, 8)),
+        (8, "bracket", "decrease", (2, 4, 8)),
         (6, "gss", "eq2.4", (4, 6, 8)),
         (7, "gss", "eq2.3", (4, 6, 7)),
         (5, "gss", "eq2.3", (5, 6, 7)),
@@ -59,7 +59,7 @@ def test_n0_4_converges_to_33_in_12_steps_as_in_fig_2_9():
 
 def test_a_decrease_at_the_first_increase_gives_the_fixed_bracket():
     ctl = simulate(peak_at(3.2), AptConfig(n0=4, alpha=2, n_max=64))
-    assert ctl.steps[1].branch == "bracket" and (ctl.steps[1].l, ctl.steps[1].m, ctl.steps[1].r) == (2, 4, 8)
+    assert ctl.steps[1].branch == "decrease" and (ctl.steps[1].l, ctl.steps[1].m, ctl.steps[1].r) == (2, 4, 8)
     assert ctl.n_star == 3
     one = simulate(peak_at(1), AptConfig(n0=1, alpha=2, n_max=64))
     assert one.summary() == {
@@ -86,7 +86,7 @@ def test_the_increase_is_clamped_to_n_max():
     # A decrease at the clamped step brackets with the clamped N as r and the N before m as l.
     dec = simulate(peak_at(36), AptConfig(n0=4, alpha=2, n_max=48))
     assert dec.steps[4].n == 48
-    assert (dec.steps[4].branch, dec.steps[4].l, dec.steps[4].m, dec.steps[4].r) == ("bracket", 16, 32, 48)
+    assert (dec.steps[4].branch, dec.steps[4].l, dec.steps[4].m, dec.steps[4].r) == ("decrease", 16, 32, 48)
 
 
 def test_equal_goodput_is_not_a_decrease_and_a_tie_keeps_m():

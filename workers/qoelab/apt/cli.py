@@ -1,4 +1,5 @@
-"""``qoelab apt simulate``: the APT controller on a goodput curve given as CSV, no network.
+"""``qoelab apt run``: one storage-APT trial on this host; ``qoelab apt simulate``: the APT
+controller on a goodput curve given as CSV, no network.
 
 The top-level ``qoelab`` command calls :func:`register`.
 """
@@ -7,7 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
+import secrets
+import shutil
+import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +28,44 @@ examples:
 """
 
 
+RUN_EPILOG = """\
+Runs one storage_apt trial here (root: network namespaces) with the job type's defaults: Reno,
+SACK, 512 KB socket buffers, a 1,000-packet queue (Table 2.1, scaled to this host). Every field of
+the job type can be given as --set NAME=VALUE (e.g. --set stripe=256kb --set tcp_cc=cubic).
+
+examples:
+  qoelab apt run --protocol nbd --mode apt --rate 200mbit --delay 20ms
+  qoelab apt run --protocol iscsi --mode fixed --sessions 8 --json
+  qoelab apt run --protocol synthetic --delay 100ms --n-max 128
+"""
+
+
 def register(subparsers: Any) -> None:
-    """Add ``apt`` with ``simulate`` to an argparse subparsers object."""
+    """Add ``apt`` with ``run`` and ``simulate`` to an argparse subparsers object."""
     apt = subparsers.add_parser("apt", help="storage APT: tune parallel IP-SAN sessions (thesis ch. 2)")
     sub = apt.add_subparsers(dest="apt_command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="run one storage-APT trial on this host and print each step",
+        description="Read from an NBD or iSCSI target across the emulated link with one session "
+        "(vanilla), N sessions (fixed) or N tuned by APT, and print every step and the steady goodput.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("--protocol", default="nbd", choices=("nbd", "iscsi", "synthetic"), help="default nbd")
+    run.add_argument("--mode", default="apt", choices=("apt", "fixed", "vanilla"), help="default apt")
+    run.add_argument("--sessions", type=int, help="active sessions in fixed mode")
+    run.add_argument("--rate", default="200mbit", help="bottleneck rate (default 200mbit)")
+    run.add_argument("--delay", default="20ms", help="one-way delay (default 20ms)")
+    run.add_argument("--n0", type=int, default=4, help="APT's first N (default 4)")
+    run.add_argument("--alpha", type=float, default=2.0, help="APT's increase factor (default 2)")
+    run.add_argument("--n-max", type=int, default=64, help="sessions opened (default 64)")
+    run.add_argument("--gss", choices=("paper", "textbook"), default="paper")
+    run.add_argument("--delta", default="5s", help="measurement interval per step (default 5s)")
+    run.add_argument("--steady", default="30s", help="steady-state window after tuning (default 30s)")
+    run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="any other field")
+    run.add_argument("--json", action="store_true", help="print the summary, steps and link as JSON")
+    run.set_defaults(func=cmd_run)
     sim = sub.add_parser(
         "simulate",
         help="run the APT controller on a goodput curve and print its probes",
@@ -75,4 +116,68 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     s = ctl.summary()
     how = "saturated at n_max" if s["saturated"] else f"bracket ({', '.join(map(str, s['bracket']))})"
     print(f"N* = {s['n_star']} after {s['steps']} steps ({how}); probes: {' '.join(map(str, s['probes']))}")
+    return 0
+
+
+def run_params(args: argparse.Namespace) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "transport": args.protocol, "mode": args.mode, "rate": args.rate, "delay": args.delay,
+        "n0": args.n0, "alpha": args.alpha, "n_max": args.n_max, "gss": args.gss,
+        "delta": args.delta, "steady": args.steady,
+    }  # fmt: skip
+    if args.sessions is not None:
+        raw["sessions"] = args.sessions
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            from qoelab.errors import ParameterError
+
+            raise ParameterError("--set", f"takes NAME=VALUE, got {item!r}")
+        raw[name.strip()] = value.strip()
+    return raw
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from qoelab import jobs
+    from qoelab.jobs.base import TrialContext
+    from qoelab.params import validate_params
+
+    job = jobs.get("storage_apt")
+    params = validate_params(job.params, run_params(args))
+    if params.transport != "synthetic" and os.geteuid() != 0:
+        print("qoelab apt run: needs root (network namespaces); run it with sudo", file=sys.stderr)
+        return 2
+    log = logging.getLogger("qoelab.apt.run")
+    if not args.json:  # a live line per step
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+    workdir = Path(tempfile.mkdtemp(prefix="qoelab-apt-run-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind through the teardown
+    # Not "ql": a worker starting on this host cleans every ql* trial it finds.
+    ctx = TrialContext(trial_id="apt-run", workdir=workdir, prefix="qar" + secrets.token_hex(3), log=log)
+    try:
+        result = job.run(params, ctx)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    s = result.summary
+    if args.json:
+        out = {"summary": s, "steps": [x.values for x in result.samples], "link": result.link,
+               "provenance": result.provenance}  # fmt: skip
+        print(json.dumps(out, default=str))
+        return 0
+    line = f"steady: N = {s['n_steady']:g}, goodput {s['goodput_steady_bps'] / 1e6:.1f} Mbit/s"
+    if "utilization" in s:
+        line += f" ({100 * s['utilization']:.0f} % of the link)"
+    if "n_star" in s:
+        line += f"; APT fixed N* = {s['n_star']:g} after {s['steps']:g} steps ({s['converge_s']:.0f} s)"
+    if s.get("saturated"):
+        line += ", saturated at n_max"
+    print(line)
+    for side in ("client", "storage"):
+        if f"cpu_load_{side}" in s:
+            per_gbit = s[f"cpu_ticks_per_bit_{side}"] * 1e9
+            print(f"CPU {side}: {s[f'cpu_load_{side}']:.2f} cores, {per_gbit:.2f} ticks per Gbit")
     return 0

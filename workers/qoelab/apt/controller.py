@@ -83,7 +83,7 @@ class Step:
     n: int
     goodput_bps: float
     phase: Phase  # the phase this interval was measured in
-    branch: str  # increase | bracket (a decrease: the bracket is set) | saturated | eq2.3 | eq2.4 | steady
+    branch: str  # increase | decrease (the bracket is set) | saturated | eq2.3 | eq2.4 | steady
     l: int | None = None  # the bracket after this step (None in the bracket phase)
     m: int | None = None
     r: int | None = None
@@ -147,7 +147,7 @@ class AptController:
             prev_n, prev_g = self._prev
             l = self._before_prev if self._before_prev is not None else max(1, nearest(prev_n / cfg.alpha))
             self.bracket, self._g_m = (l, prev_n, n), prev_g
-            return self._enter_gss(Step(k, n, g, "bracket", "bracket"))
+            return self._enter_gss(Step(k, n, g, "bracket", "decrease"))
         if n >= cfg.n_max:
             self.saturated, self.phase = True, "fixed"
             self.bracket = None

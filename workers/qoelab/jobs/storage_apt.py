@@ -162,8 +162,9 @@ def _result(
 
     def on_step(step: Any, iv: Interval) -> None:
         samples.append(Sample("step", step.k, step_sample_values(step, iv)))
-        ctx.log.info("step %d: N=%d goodput %.1f Mbit/s (%s) -> next N %d",
-                     step.k, step.n, iv.goodput_bps / 1e6, step.branch, step.next_n)  # fmt: skip
+        bracket = f", bracket ({step.l}, {step.m}, {step.r})" if step.l is not None else ""
+        ctx.log.info("step %d (%s): N = %d, goodput %.1f Mbit/s -> %s%s, next N = %d", step.k, step.phase,
+                     step.n, iv.goodput_bps / 1e6, step.branch, bracket, step.next_n)  # fmt: skip
 
     out = run_modes(transport, params.mode, params.config(), float(params.delta), float(params.steady),
                     sessions=params.sessions, on_step=on_step)  # fmt: skip

@@ -1,0 +1,646 @@
+/*
+ * apt-bdl: the userspace block-device layer (BDL) of BDL-APT (thesis ch. 2).
+ *
+ * Design. The program keeps N_MAX sessions open to one storage target, each its own TCP
+ * connection (NBD: one libnbd handle each; iSCSI: one libiscsi context and normal session each,
+ * session i logging in as IQN-PREFIX:i). An "application" reads the device sequentially in
+ * --request sized reads, wrapping at its end. Each request is cut into --stripe sized pieces
+ * that are dealt round-robin (one cursor that carries over from request to request) over the
+ * *active* sessions 0..K-1 and issued with the libraries' asynchronous calls while the bytes in
+ * flight stay below --readahead (the MD read-ahead of the paper). Completed bytes are counted per
+ * session when a piece completes, like the paper's endio hook. One single-threaded ppoll() loop
+ * serves every session's socket (in the direction its library asks for), stdin and a report
+ * timer; read data lands in a fixed pool of buffers (one per in-flight slot, allocated on first
+ * use) and is not looked at. Sessions are opened concurrently; the caller learns how many the
+ * target accepted.
+ *
+ * iSCSI login keys: header digest None, ImmediateData=No, InitialR2T=Yes (as the paper's
+ * Open-iSCSI). libiscsi 1.19 has no setter for MaxBurstLength: it always offers 262144, and the
+ * negotiated value is the minimum of both sides, so 16 MiB cannot be had (a 128 KiB piece is
+ * one burst anyway). libiscsi sets TCP_NODELAY; we set it on NBD sockets too.
+ *
+ * Output protocol (stdout, one JSON object per line, flushed):
+ *   {"event":"ready","sessions":N,"size":BYTES,"protocol":"nbd"|"iscsi",
+ *    "block_size":B[,"can_multi_conn":true|false]}                   all sessions are open
+ *   {"event":"error","session":k,"opened":m,"error":"..."}             opening failed, exit 1
+ *       (k: the lowest session that failed or timed out; m: how many sessions did open)
+ *   {"event":"report","t":S,"active":K,"inflight":B,"requests":R,"bytes":[b0,...]} every --report-ms
+ *       (t: seconds since ready; bytes: cumulative completed bytes per session; R: completed requests)
+ *   {"event":"active","active":K}                                      answer to "active K"
+ *   {"event":"bad_command","line":"..."}                               unknown stdin line
+ *   {"event":"session_lost","session":i,"t":S,"error":"..."}           then a last report, exit 3
+ *   {"event":"bye"}                                                    after quit / EOF / SIGTERM, exit 0
+ * stdin: "active K" (1 <= K <= N_MAX), "quit"; EOF means quit.
+ * Exit codes: 0 quit, 1 sessions could not be opened, 2 bad option (one line on stderr), 3 lost.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
+#include <libnbd.h>
+
+#define MAX_SESSIONS 1024
+#define QUIT_DRAIN_MS 5000 /* how long "quit" waits for in-flight pieces and clean disconnects */
+
+enum state { S_CONNECTING, S_CAPACITY, S_READY, S_CLOSING, S_CLOSED, S_FAILED };
+
+struct bdl;
+struct request {
+    uint32_t pieces_left;
+    int all_issued;
+    struct request *next_free;
+};
+struct session {
+    struct bdl *b;
+    int idx;
+    enum state st;
+    struct nbd_handle *nbd;
+    struct iscsi_context *isc;
+    uint64_t bytes, inflight;
+    char err[512];
+};
+struct piece {
+    struct bdl *b;
+    struct session *s;
+    struct request *req;
+    uint32_t len;
+    unsigned char *buf;
+    struct scsi_iovec iov;
+    struct piece *next_free;
+};
+struct bdl {
+    /* options */
+    int iscsi, n, active;
+    const char *uri, *initiator;
+    uint64_t stripe, request, readahead;
+    long report_ms, connect_timeout_ms;
+    /* state */
+    struct iscsi_url *url;
+    struct session *ss;
+    struct pollfd *pfd;
+    struct piece *pieces, *free_pieces;
+    struct request *reqs, *free_reqs, *cur_req;
+    uint64_t cur_req_left, size, offset, inflight, requests_done, buf_size;
+    uint32_t block;
+    int next_rr, quitting, stdin_open, multi_conn;
+    int64_t t0, next_report;
+    char line[512];
+    size_t line_len;
+};
+
+static volatile sig_atomic_t got_signal;
+static void on_signal(int sig) { got_signal = sig; }
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void json_str(const char *s) {
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+/* A session failed: keep the first cause (libiscsi's messages end in ".\n"). */
+static void fail(struct session *s, const char *msg) {
+    s->st = S_FAILED;
+    if (s->err[0]) return;
+    snprintf(s->err, sizeof s->err, "%s", msg && *msg ? msg : "unknown error");
+    for (size_t n = strlen(s->err); n && (s->err[n - 1] == '\n' || s->err[n - 1] == ' ');) s->err[--n] = 0;
+}
+
+/* ---- options ------------------------------------------------------------------------------- */
+
+static _Noreturn void usage_error(const char *opt, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "apt-bdl: %s: ", opt);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(2);
+}
+
+static uint64_t parse_num(const char *opt, const char *arg, uint64_t lo, uint64_t hi, uint64_t mult) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(arg, &end, 10);
+    if (errno || end == arg || *end || arg[0] == '-' || v < lo || v > hi)
+        usage_error(opt, "must be an integer from %" PRIu64 " to %" PRIu64 ", got '%s'", lo, hi, arg);
+    if (mult > 1 && v % mult) usage_error(opt, "must be a multiple of %" PRIu64 ", got %llu", mult, v);
+    return v;
+}
+
+static void parse_options(struct bdl *b, int argc, char **argv) {
+    static const struct option longopts[] = {
+        {"protocol", required_argument, 0, 'p'},  {"uri", required_argument, 0, 'u'},
+        {"sessions", required_argument, 0, 'n'},  {"active", required_argument, 0, 'a'},
+        {"stripe", required_argument, 0, 's'},    {"request", required_argument, 0, 'r'},
+        {"readahead", required_argument, 0, 'R'}, {"report-ms", required_argument, 0, 'i'},
+        {"initiator", required_argument, 0, 'I'}, {"tag", required_argument, 0, 't'},
+        {"connect-timeout-ms", required_argument, 0, 'T'}, {0, 0, 0, 0},
+    };
+    const char *protocol = NULL, *active = NULL;
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'p': protocol = optarg; break;
+        case 'u': b->uri = optarg; break;
+        case 'n': b->n = (int)parse_num("--sessions", optarg, 1, MAX_SESSIONS, 1); break;
+        case 'a': active = optarg; break;
+        case 's': b->stripe = parse_num("--stripe", optarg, 512, 32 << 20, 512); break;
+        case 'r': b->request = parse_num("--request", optarg, 512, 1ULL << 30, 512); break;
+        case 'R': b->readahead = parse_num("--readahead", optarg, 512, 4ULL << 30, 1); break;
+        case 'i': b->report_ms = (long)parse_num("--report-ms", optarg, 10, 3600000, 1); break;
+        case 'T':
+            b->connect_timeout_ms = (long)parse_num("--connect-timeout-ms", optarg, 1, 3600000, 1);
+            break;
+        case 'I':
+            if (!*optarg || strlen(optarg) > 200) usage_error("--initiator", "must be 1 to 200 characters");
+            b->initiator = optarg;
+            break;
+        case 't': break;
+        case ':': usage_error(argv[optind - 1], "needs a value");
+        default: usage_error(argv[optind - 1], "unknown option");
+        }
+    }
+    if (optind < argc) usage_error(argv[optind], "unexpected argument");
+    if (!protocol) usage_error("--protocol", "required (nbd or iscsi)");
+    if (strcmp(protocol, "nbd") && strcmp(protocol, "iscsi"))
+        usage_error("--protocol", "must be nbd or iscsi, got '%s'", protocol);
+    b->iscsi = !strcmp(protocol, "iscsi");
+    if (!b->uri) usage_error("--uri", "required");
+    const char *scheme = b->iscsi ? "iscsi://" : "nbd://";
+    if (strncmp(b->uri, scheme, strlen(scheme)))
+        usage_error("--uri", "must start with %s for --protocol %s, got '%s'", scheme, protocol, b->uri);
+    if (!b->n) usage_error("--sessions", "required");
+    if (!active) usage_error("--active", "required");
+    b->active = (int)parse_num("--active", active, 1, (uint64_t)b->n, 1);
+    if (b->readahead < b->stripe)
+        usage_error("--readahead", "must be at least the stripe (%" PRIu64 " bytes)", b->stripe);
+    if (b->iscsi) {
+        struct iscsi_context *tmp = iscsi_create_context(b->initiator);
+        if (!tmp) usage_error("--initiator", "libiscsi cannot use it as an initiator name");
+        b->url = iscsi_parse_full_url(tmp, b->uri);
+        if (!b->url) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", iscsi_get_error(tmp));
+            for (char *c = msg; (c = strchr(c, '\n'));) *c = c[1] ? ' ' : 0; /* one line */
+            usage_error("--uri", "%s", msg);
+        }
+    }
+}
+
+/* ---- pieces and their completions --------------------------------------------------------- */
+
+static void complete(struct piece *p, const char *err) {
+    struct bdl *b = p->b;
+    struct session *s = p->s;
+    struct request *r = p->req;
+    s->inflight -= p->len;
+    b->inflight -= p->len;
+    if (err) {
+        if (!b->quitting) fail(s, err);
+    } else {
+        s->bytes += p->len;
+    }
+    if (--r->pieces_left == 0 && r->all_issued) {
+        if (!err) b->requests_done++;
+        r->next_free = b->free_reqs;
+        b->free_reqs = r;
+    }
+    p->next_free = b->free_pieces;
+    b->free_pieces = p;
+}
+
+static int nbd_done(void *user_data, int *error) {
+    struct piece *p = user_data;
+    char msg[128];
+    if (*error) snprintf(msg, sizeof msg, "read failed: %s", strerror(*error));
+    complete(p, *error ? msg : NULL);
+    return 1; /* retire the command */
+}
+
+static void iscsi_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
+    struct piece *p = user_data;
+    if (data) scsi_free_scsi_task(data);
+    complete(p, status == SCSI_STATUS_GOOD ? NULL : iscsi_get_error(isc));
+}
+
+/* Issue pieces while the read-ahead window has room. */
+static void issue(struct bdl *b) {
+    while (!b->quitting && b->inflight < b->readahead && b->free_pieces) {
+        if (!b->cur_req) {
+            b->cur_req = b->free_reqs;
+            b->free_reqs = b->cur_req->next_free;
+            b->cur_req->pieces_left = 0;
+            b->cur_req->all_issued = 0;
+            b->cur_req_left = b->request;
+        }
+        uint64_t len = b->stripe;
+        if (len > b->cur_req_left) len = b->cur_req_left;
+        if (len > b->size - b->offset) len = b->size - b->offset;
+        if (b->next_rr >= b->active) b->next_rr = 0;
+        struct session *s = &b->ss[b->next_rr++];
+        struct piece *p = b->free_pieces;
+        if (!p->buf && !(p->buf = malloc(b->buf_size))) {
+            fprintf(stderr, "apt-bdl: out of memory\n");
+            exit(1);
+        }
+        b->free_pieces = p->next_free;
+        /* accounted before submitting: a completion may not find the counters behind */
+        p->s = s;
+        p->req = b->cur_req;
+        p->len = (uint32_t)len;
+        s->inflight += len;
+        b->inflight += len;
+        b->cur_req->pieces_left++;
+        uint64_t off = b->offset;
+        b->offset = (off + len == b->size) ? 0 : off + len;
+        if ((b->cur_req_left -= len) == 0) {
+            b->cur_req->all_issued = 1;
+            b->cur_req = NULL;
+        }
+        if (b->iscsi) {
+            p->iov = (struct scsi_iovec){.iov_base = p->buf, .iov_len = len};
+            if (!iscsi_read16_iov_task(s->isc, b->url->lun, off / b->block, (uint32_t)len, (int)b->block,
+                                       0, 0, 0, 0, 0, iscsi_done, p, &p->iov, 1))
+                complete(p, iscsi_get_error(s->isc));
+        } else {
+            nbd_completion_callback cb = {.callback = nbd_done, .user_data = p};
+            if (nbd_aio_pread(s->nbd, p->buf, len, off, cb, 0) == -1) complete(p, nbd_get_error());
+        }
+        if (s->st == S_FAILED) return;
+    }
+}
+
+/* ---- connecting ---------------------------------------------------------------------------- */
+
+static void capacity_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
+    struct session *s = user_data;
+    struct bdl *b = s->b;
+    struct scsi_readcapacity16 *rc = status == SCSI_STATUS_GOOD ? scsi_datain_unmarshall(data) : NULL;
+    if (rc && rc->block_length) {
+        b->block = rc->block_length;
+        b->size = (rc->returned_lba + 1) * rc->block_length;
+        s->st = S_READY;
+    } else {
+        fail(s, status == SCSI_STATUS_GOOD ? "READ CAPACITY(16) returned no data" : iscsi_get_error(isc));
+    }
+    if (data) scsi_free_scsi_task(data);
+}
+
+static void connect_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
+    struct session *s = user_data;
+    struct bdl *b = s->b;
+    (void)data;
+    if (s->st != S_CONNECTING) {
+        if (status != SCSI_STATUS_GOOD && !b->quitting) fail(s, iscsi_get_error(isc));
+        return;
+    }
+    if (status != SCSI_STATUS_GOOD) return fail(s, iscsi_get_error(isc));
+    if (s->idx != 0) {
+        s->st = S_READY;
+        return;
+    }
+    s->st = S_CAPACITY;
+    if (!iscsi_readcapacity16_task(isc, b->url->lun, capacity_done, s)) fail(s, iscsi_get_error(isc));
+}
+
+static void logout_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
+    (void)isc, (void)status, (void)data;
+    ((struct session *)user_data)->st = S_CLOSED;
+}
+
+static void start_session(struct bdl *b, struct session *s) {
+    if (b->iscsi) {
+        char name[256];
+        snprintf(name, sizeof name, "%s:%d", b->initiator, s->idx);
+        if (!(s->isc = iscsi_create_context(name))) return fail(s, "cannot create an iSCSI context");
+        iscsi_set_targetname(s->isc, b->url->target);
+        iscsi_set_session_type(s->isc, ISCSI_SESSION_NORMAL);
+        iscsi_set_header_digest(s->isc, ISCSI_HEADER_DIGEST_NONE);
+        iscsi_set_immediate_data(s->isc, ISCSI_IMMEDIATE_DATA_NO);
+        iscsi_set_initial_r2t(s->isc, ISCSI_INITIAL_R2T_YES);
+        iscsi_set_noautoreconnect(s->isc, 1); /* a lost session must surface, not be re-established */
+        if (iscsi_full_connect_async(s->isc, b->url->portal, b->url->lun, connect_done, s))
+            fail(s, iscsi_get_error(s->isc));
+    } else {
+        if (!(s->nbd = nbd_create())) return fail(s, nbd_get_error());
+        nbd_set_uri_allow_transports(s->nbd, LIBNBD_ALLOW_TRANSPORT_TCP);
+        if (nbd_aio_connect_uri(s->nbd, b->uri) == -1) fail(s, nbd_get_error());
+    }
+}
+
+/* poll events for one session, -1 when it has no socket to watch */
+static int session_events(struct bdl *b, struct session *s, int *fd) {
+    if (s->st == S_FAILED || s->st == S_CLOSED) return -1;
+    if (b->iscsi) {
+        *fd = iscsi_get_fd(s->isc);
+        return *fd < 0 ? -1 : iscsi_which_events(s->isc) | POLLRDHUP;
+    }
+    *fd = nbd_aio_get_fd(s->nbd);
+    unsigned dir = nbd_aio_get_direction(s->nbd);
+    if (*fd < 0) return -1;
+    return (dir & LIBNBD_AIO_DIRECTION_READ ? POLLIN : 0) | (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0);
+}
+
+static void service(struct bdl *b, struct session *s, short revents) {
+    if (b->iscsi) {
+        if (iscsi_service(s->isc, revents & ~POLLRDHUP) < 0 && !b->quitting)
+            fail(s, iscsi_get_error(s->isc));
+        /* with auto-reconnect off libiscsi only cancels the tasks; an idle session would go unnoticed */
+        if ((revents & (POLLHUP | POLLERR | POLLRDHUP)) && !b->quitting && s->st != S_FAILED)
+            fail(s, (revents & POLLRDHUP) ? "the target closed the connection" : iscsi_get_error(s->isc));
+        if (b->quitting && (revents & (POLLHUP | POLLERR | POLLRDHUP))) s->st = S_CLOSED;
+        return;
+    }
+    int r = 0;
+    if (revents & (POLLIN | POLLHUP | POLLERR)) r = nbd_aio_notify_read(s->nbd);
+    else if (revents & POLLOUT) r = nbd_aio_notify_write(s->nbd);
+    if (r == -1 && !b->quitting) { /* the connection's error says more than the reads' ESHUTDOWN */
+        s->err[0] = 0;
+        fail(s, nbd_get_error());
+    }
+    if (b->quitting && (nbd_aio_is_closed(s->nbd) || nbd_aio_is_dead(s->nbd))) s->st = S_CLOSED;
+    else if (!b->quitting && s->st != S_FAILED && (nbd_aio_is_dead(s->nbd) || nbd_aio_is_closed(s->nbd)))
+        fail(s, "the server closed the connection");
+}
+
+/* One ppoll over the given sessions' sockets (and stdin when asked); services what is ready. */
+static int poll_once(struct bdl *b, int with_stdin, int64_t timeout_ns, sigset_t *mask) {
+    int nfds = 0, map[MAX_SESSIONS + 1];
+    for (int i = 0; i < b->n; i++) {
+        int fd, ev = session_events(b, &b->ss[i], &fd);
+        if (ev < 0) continue;
+        b->pfd[nfds] = (struct pollfd){.fd = fd, .events = (short)ev};
+        map[nfds++] = i;
+    }
+    if (with_stdin && b->stdin_open) {
+        b->pfd[nfds] = (struct pollfd){.fd = 0, .events = POLLIN};
+        map[nfds++] = -1;
+    }
+    if (timeout_ns < 0) timeout_ns = 0;
+    struct timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
+    int r = ppoll(b->pfd, (nfds_t)nfds, &ts, mask);
+    if (r < 0) return errno == EINTR ? 0 : -1;
+    for (int k = 0; k < nfds; k++)
+        if (b->pfd[k].revents && map[k] >= 0) service(b, &b->ss[map[k]], b->pfd[k].revents);
+    return (with_stdin && b->stdin_open && b->pfd[nfds - 1].revents) ? 1 : 0;
+}
+
+static void open_sessions(struct bdl *b, sigset_t *mask) {
+    int64_t deadline = now_ns() + (int64_t)b->connect_timeout_ms * 1000000;
+    for (int i = 0; i < b->n; i++) start_session(b, &b->ss[i]);
+    for (;;) {
+        int pending = 0;
+        for (int i = 0; i < b->n; i++) {
+            struct session *s = &b->ss[i];
+            if (!b->iscsi && s->st == S_CONNECTING) {
+                if (nbd_aio_is_ready(s->nbd)) s->st = S_READY;
+                else if (nbd_aio_is_dead(s->nbd) || nbd_aio_is_closed(s->nbd)) fail(s, nbd_get_error());
+            }
+            pending += s->st == S_CONNECTING || s->st == S_CAPACITY;
+        }
+        if (!pending || got_signal || now_ns() >= deadline) break;
+        int64_t left = deadline - now_ns();
+        if (poll_once(b, 0, left < 100000000 ? left : 100000000, mask) < 0) break;
+    }
+    int opened = 0, first_bad = -1;
+    for (int i = 0; i < b->n; i++) {
+        struct session *s = &b->ss[i];
+        if (s->st == S_READY) opened++;
+        else if (first_bad < 0) first_bad = i;
+    }
+    if (got_signal) exit(0);
+    if (first_bad < 0 && !b->iscsi) {
+        int64_t size = nbd_get_size(b->ss[0].nbd);
+        b->size = size < 0 ? 0 : (uint64_t)size;
+        b->block = 1;
+        b->multi_conn = nbd_can_multi_conn(b->ss[0].nbd) == 1;
+        for (int i = 0; i < b->n; i++) {
+            int one = 1, fd = nbd_aio_get_fd(b->ss[i].nbd);
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* as libiscsi does */
+        }
+    }
+    if (first_bad < 0 && b->iscsi && (b->stripe % b->block || b->request % b->block)) {
+        first_bad = 0;
+        snprintf(b->ss[0].err, sizeof b->ss[0].err,
+                 "the stripe and the request must be multiples of the LUN's block size %" PRIu32, b->block);
+    }
+    if (first_bad < 0 && b->size < b->stripe) {
+        first_bad = 0;
+        snprintf(b->ss[0].err, sizeof b->ss[0].err, "the device (%" PRIu64 " bytes) is smaller than a stripe",
+                 b->size);
+    }
+    if (first_bad >= 0) {
+        struct session *s = &b->ss[first_bad];
+        if (s->st == S_CONNECTING || s->st == S_CAPACITY)
+            snprintf(s->err, sizeof s->err, "no answer within %ld ms", b->connect_timeout_ms);
+        printf("{\"event\":\"error\",\"session\":%d,\"opened\":%d,\"error\":", first_bad, opened);
+        json_str(s->err);
+        printf("}\n");
+        fflush(stdout);
+        exit(1);
+    }
+}
+
+/* ---- running ------------------------------------------------------------------------------- */
+
+static void report(struct bdl *b) {
+    printf("{\"event\":\"report\",\"t\":%.3f,\"active\":%d,\"inflight\":%" PRIu64 ",\"requests\":%" PRIu64
+           ",\"bytes\":[",
+           (double)(now_ns() - b->t0) / 1e9, b->active, b->inflight, b->requests_done);
+    for (int i = 0; i < b->n; i++) printf(i ? ",%" PRIu64 : "%" PRIu64, b->ss[i].bytes);
+    printf("]}\n");
+    fflush(stdout);
+}
+
+static void start_quit(struct bdl *b) { b->quitting = 1; }
+
+/* Disconnect every session whose reads have all come back; returns how many are still open. */
+static int close_idle(struct bdl *b) {
+    int open = 0;
+    for (int i = 0; i < b->n; i++) {
+        struct session *s = &b->ss[i];
+        if (s->st == S_READY && s->inflight == 0) {
+            /* a disconnect with replies still in flight makes nbdkit 1.32 abort (raw_send_socket) */
+            s->st = S_CLOSING;
+            if (b->iscsi ? iscsi_logout_async(s->isc, logout_done, s) : nbd_aio_disconnect(s->nbd, 0))
+                s->st = S_CLOSED;
+        }
+        open += s->st == S_READY || s->st == S_CLOSING;
+    }
+    return open;
+}
+
+static void command(struct bdl *b, char *line) {
+    char *end;
+    line[strcspn(line, "\r")] = 0;
+    if (!strcmp(line, "quit")) return start_quit(b);
+    if (!strncmp(line, "active ", 7)) {
+        long k = strtol(line + 7, &end, 10);
+        if (end != line + 7 && !*end && k >= 1 && k <= b->n) {
+            b->active = (int)k;
+            printf("{\"event\":\"active\",\"active\":%d}\n", b->active);
+            fflush(stdout);
+            return;
+        }
+    }
+    printf("{\"event\":\"bad_command\",\"line\":");
+    json_str(line);
+    printf("}\n");
+    fflush(stdout);
+}
+
+static void read_stdin(struct bdl *b) {
+    ssize_t r = read(0, b->line + b->line_len, sizeof b->line - 1 - b->line_len);
+    if (r <= 0) {
+        if (r < 0 && errno == EINTR) return;
+        b->stdin_open = 0;
+        if (!b->quitting) start_quit(b);
+        return;
+    }
+    b->line_len += (size_t)r;
+    b->line[b->line_len] = 0;
+    char *nl;
+    while ((nl = memchr(b->line, '\n', b->line_len)) && !b->quitting) {
+        *nl = 0;
+        command(b, b->line);
+        b->line_len -= (size_t)(nl + 1 - b->line);
+        memmove(b->line, nl + 1, b->line_len);
+    }
+    if (b->line_len == sizeof b->line - 1) { /* a line too long for any command */
+        b->line[sizeof b->line - 1] = 0;
+        command(b, b->line);
+        b->line_len = 0;
+    }
+}
+
+static void lost(struct bdl *b, struct session *s) {
+    printf("{\"event\":\"session_lost\",\"session\":%d,\"t\":%.3f,\"error\":", s->idx,
+           (double)(now_ns() - b->t0) / 1e9);
+    json_str(s->err);
+    printf("}\n");
+    report(b);
+    exit(3);
+}
+
+static void run(struct bdl *b, sigset_t *mask) {
+    int64_t period = (int64_t)b->report_ms * 1000000, quit_deadline = 0;
+    b->t0 = now_ns();
+    b->next_report = b->t0 + period;
+    b->stdin_open = 1;
+    for (;;) {
+        issue(b);
+        for (int i = 0; i < b->n; i++)
+            if (b->ss[i].st == S_FAILED) lost(b, &b->ss[i]);
+        if (got_signal && !b->quitting) {
+            start_quit(b);
+            quit_deadline = now_ns(); /* a signal: close at once */
+        }
+        if (b->quitting) {
+            if (!quit_deadline) quit_deadline = now_ns() + (int64_t)QUIT_DRAIN_MS * 1000000;
+            if (now_ns() >= quit_deadline || !close_idle(b)) break;
+        }
+        int64_t t = now_ns(), wait = b->next_report - t;
+        if (b->quitting && quit_deadline - t < wait) wait = quit_deadline - t;
+        int r = poll_once(b, !b->quitting, wait, mask);
+        if (r < 0) {
+            perror("apt-bdl: ppoll");
+            exit(1);
+        }
+        if (r > 0) read_stdin(b);
+        if ((t = now_ns()) >= b->next_report) {
+            if (!b->quitting) report(b);
+            b->next_report += period;
+            if (b->next_report <= t) b->next_report = t + period; /* fell behind: no burst of reports */
+        }
+    }
+    for (int i = 0; i < b->n; i++) {
+        if (b->iscsi) iscsi_destroy_context(b->ss[i].isc);
+        else nbd_close(b->ss[i].nbd);
+    }
+    printf("{\"event\":\"bye\"}\n");
+    fflush(stdout);
+}
+
+int main(int argc, char **argv) {
+    struct bdl b = {
+        .stripe = 131072, .request = 10485760, .readahead = 134217728, .report_ms = 100,
+        .connect_timeout_ms = 10000, .initiator = "iqn.2026-11.org.qoelab:apt-bdl",
+    };
+    parse_options(&b, argc, argv);
+
+    prctl(PR_SET_PDEATHSIG, SIGTERM); /* a parent gone before this still closes our stdin: quit */
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t block, mask;
+    sigemptyset(&block);
+    sigaddset(&block, SIGTERM);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &mask); /* delivered only inside ppoll: no lost wake-ups */
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    struct rlimit nofile; /* one descriptor per session: use all the hard limit allows */
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    b.buf_size = b.stripe < b.request ? b.stripe : b.request;
+    /* enough slots for the window even when short pieces (request tails, device end) are in flight */
+    size_t npieces = b.readahead / b.buf_size + 2 + 2 * (b.readahead / b.request + 2);
+    b.ss = calloc((size_t)b.n, sizeof *b.ss);
+    b.pfd = calloc((size_t)b.n + 1, sizeof *b.pfd);
+    b.pieces = calloc(npieces, sizeof *b.pieces);
+    b.reqs = calloc(npieces + 1, sizeof *b.reqs);
+    if (!b.ss || !b.pfd || !b.pieces || !b.reqs) {
+        fprintf(stderr, "apt-bdl: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < npieces; i++) {
+        b.pieces[i] = (struct piece){.b = &b, .next_free = b.free_pieces};
+        b.free_pieces = &b.pieces[i];
+    }
+    for (size_t i = 0; i <= npieces; i++) {
+        b.reqs[i].next_free = b.free_reqs;
+        b.free_reqs = &b.reqs[i];
+    }
+    for (int i = 0; i < b.n; i++) b.ss[i] = (struct session){.b = &b, .idx = i};
+
+    open_sessions(&b, &mask);
+    printf("{\"event\":\"ready\",\"sessions\":%d,\"size\":%" PRIu64 ",\"protocol\":\"%s\"", b.n, b.size,
+           b.iscsi ? "iscsi" : "nbd");
+    printf(",\"block_size\":%" PRIu32, b.block);
+    if (!b.iscsi) printf(",\"can_multi_conn\":%s", b.multi_conn ? "true" : "false");
+    printf("}\n");
+    fflush(stdout);
+    run(&b, &mask);
+    return 0;
+}
