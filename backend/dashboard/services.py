@@ -202,7 +202,8 @@ def split_aggregate(
     out = []
     for combo in itertools.product(*(sorted(labels[k], key=_facet_key) for k in splits)):
         cond = dict(zip(splits, combo, strict=True))
-        suffix = ", ".join(f"{k} = {labels[k][v]}" for k, v in cond.items())
+        # A parameter that does not apply to these trials (None) names nothing.
+        suffix = ", ".join(f"{k} = {labels[k][v]}" for k, v in cond.items() if v is not None)
         for s in aggregate(sweep, spec.y, spec.x, spec.series, spec.source, {**(where or {}), **cond}):
             label = suffix if s["label"] == "all trials" else f"{s['label']}, {suffix}"
             out.append({**s, "label": label})

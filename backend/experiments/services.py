@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import logging
 import math
 import random
@@ -266,6 +267,7 @@ def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any], list[s
 
     # Every combination, for rules that span parameters (model validators) and the SI values.
     out = []
+    merged: set[str] = set()
     for combo in itertools.product(*(s.grid[k] for k in keys)):
         point = dict(zip(keys, combo, strict=True))
         params = {**s.fixed, **point}
@@ -278,7 +280,15 @@ def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any], list[s
             if len(errors) >= MAX_ERRORS:
                 break
             continue
-        out.append((params, valid.model_dump(mode="json"), sorted(s.job.trial_requires(valid))))
+        resolved = valid.model_dump(mode="json")
+        for name in s.job.inapplicable(valid) if s.job.inapplicable else ():
+            params.pop(name, None)
+            resolved.pop(name, None)
+        key = json.dumps(resolved, sort_keys=True)
+        if key in merged:
+            continue  # the same trial as an earlier point once what does not apply is dropped
+        merged.add(key)
+        out.append((params, resolved, sorted(s.job.trial_requires(valid))))
     if errors:
         raise SpecError(errors)
     _check_tcp_offered(s, out)

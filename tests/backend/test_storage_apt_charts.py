@@ -19,8 +19,9 @@ def _run_sweep(user, tmp_path):
     spec = {
         "experiment": {"name": "APT beside fixed N"},
         "job_type": "storage_apt",
-        "grid": {"mode": ["apt", "fixed"], "delay": ["20ms", "60ms"]},
-        "fixed": {"transport": "synthetic", "sessions": 16, "delta": "2s", "steady": "6s", "noise": "0%"},
+        # sessions applies to fixed mode only: APT runs once per delay, not once per sessions value.
+        "grid": {"mode": ["apt", "fixed"], "sessions": [8, 16], "delay": ["20ms", "60ms"]},
+        "fixed": {"transport": "synthetic", "delta": "2s", "steady": "6s", "noise": "0%"},
         "repetitions": 2,
     }
     sweep = create_sweep(spec, user)
@@ -36,14 +37,19 @@ def _run_sweep(user, tmp_path):
 
 def test_fig_2_9_shows_apt_searching_and_fixed_n_flat(client_for, alice, tmp_path) -> None:
     sweep = _run_sweep(alice, tmp_path)
+    assert sweep.trials.count() == (2 + 2 * 2) * 2  # (apt per delay + fixed per sessions, delay) x reps
+    apt_trial = sweep.trials.filter(resolved__mode="apt").first()
+    assert "sessions" not in apt_trial.params and "sessions" not in apt_trial.resolved
     c = client_for(alice)
     data = c.get(f"/sweeps/{sweep.pk}/chart.json?preset=fig29").json()
     assert data["x_label"] == "time (s)"
-    # delay is swept but not drawn: its values split the series rather than being pooled.
+    # sessions and delay are swept but not drawn: their values split the series, never pooled; the
+    # APT series has no sessions value to name.
     labels = [s["label"] for s in data["series"]]
-    assert "mode = apt, delay = 20ms" in labels and "mode = fixed, delay = 60ms" in labels
+    assert "mode = apt, delay = 20ms" in labels and "mode = fixed, sessions = 16, delay = 60ms" in labels
+    assert len(labels) == 6, labels
     by_label = {s["label"]: s["points"] for s in data["series"]}
-    fixed = by_label["mode = fixed, delay = 20ms"]
+    fixed = by_label["mode = fixed, sessions = 16, delay = 20ms"]
     assert {p["mean"] for p in fixed} == {16.0} and all(p["n"] == 2 for p in fixed)
     apt = by_label["mode = apt, delay = 60ms"]
     assert apt[0]["x"] == 1 and apt[0]["mean"] == 4.0  # N starts at n0 = 4 in the first second

@@ -3,9 +3,12 @@ each mode over the synthetic transport (a goodput model, no network, no time).""
 
 from __future__ import annotations
 
+import itertools
 import json
+from pathlib import Path
 
 import pytest
+import yaml
 
 from qoelab import jobs
 from qoelab.jobs.base import TrialContext
@@ -73,3 +76,15 @@ def test_fixed_and_vanilla_runs_have_no_steps(tmp_path):
     assert (fixed.summary["n_steady"], vanilla.summary["n_steady"]) == (8, 1)
     assert fixed.summary["goodput_steady_bps"] > 2 * vanilla.summary["goodput_steady_bps"]
     assert "n_star" not in fixed.summary and "steps" not in vanilla.summary
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[3] / "examples").glob("storage_apt*.yaml"))
+
+
+@pytest.mark.parametrize("spec", EXAMPLES, ids=lambda p: p.name)
+def test_every_point_of_the_example_specs_is_valid(spec):
+    doc = yaml.safe_load(spec.read_text())
+    assert doc["job_type"] == "storage_apt"
+    grid = doc.get("grid", {})
+    for combo in itertools.product(*grid.values()):
+        validate_params(JOB.params, {**doc.get("fixed", {}), **dict(zip(grid, combo, strict=True))})

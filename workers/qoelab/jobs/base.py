@@ -128,6 +128,9 @@ class JobType:
     # Capabilities one trial needs, from its parameters (e.g. only its protocol's tools); at least
     # ``requires``. Without it every trial needs exactly ``requires``.
     requires_for: Callable[[Any], frozenset[str]] | None = None
+    # Parameters that do not apply to a point (e.g. storage_apt's ``sessions`` outside fixed mode):
+    # a sweep drops them from that point's trials and creates points that become equal only once.
+    inapplicable: Callable[[Any], frozenset[str]] | None = None
 
     def trial_requires(self, params: BaseModel) -> frozenset[str]:
         """What a worker must report to run this trial; a link's TCP algorithm is one of them."""

@@ -129,6 +129,19 @@ def requires_for(params: StorageAptParams) -> frozenset[str]:
     return TRANSPORT_CAPS[params.transport]
 
 
+APT_ONLY = frozenset({"n0", "alpha", "gss", "delta"})
+
+
+def inapplicable(params: StorageAptParams) -> frozenset[str]:
+    """A sweep of APT beside fixed N (mode × sessions) runs each APT or vanilla point once."""
+    out = set() if params.mode == "fixed" else {"sessions"}
+    if params.mode != "apt":
+        out |= APT_ONLY | ({"n_max"} if params.mode == "vanilla" else set())
+    if params.transport != "synthetic":
+        out.add("noise")
+    return frozenset(out)
+
+
 def _synthetic(params: StorageAptParams) -> Any:
     from qoelab.apt.synthetic import SyntheticTransport, model_curve
 
@@ -216,6 +229,7 @@ JOB = register(
         params=StorageAptParams,
         requires=frozenset(),
         requires_for=requires_for,  # type: ignore[arg-type]
+        inapplicable=inapplicable,  # type: ignore[arg-type]
         run=run,  # type: ignore[arg-type]
         metrics=(
             Metric("goodput_steady_bps", "steady-state goodput", "bit/s"),
