@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from qoelab.rd.geometry import fills
 from qoelab.vm import guest as vmguest
 from qoelab.vm.image import MissingImageError, load_image
 
@@ -157,6 +158,8 @@ def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: 
     # The first click shows a page the client never saw; going back to page 1 may cost X2Go next to
     # nothing (NX caches what it has drawn), so only the first update's size is checked.
     assert result["updates"][0]["bytes_down"] > 10_000, result["updates"]
+    # The client shows the guest's whole 800 x 600 desktop, as in namespace mode (rd/test_geometry.py).
+    assert fills(result["mapping"]["desktop_extent"]), result["mapping"]
     assert not vmguest.find_qemu_processes(prefix) and not vmguest.overlays_of(prefix)
     if record:
         from qoelab.rd.record import probe
