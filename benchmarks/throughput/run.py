@@ -119,9 +119,11 @@ def in_all(rows: list[dict[str, Any]], sweep_ids: list[int]) -> str:
     overhead = {
         line["protocol"]: f"{line['overhead']:.1f} s" for line in table(rows)
     }  # fmt: skip
+    busy_min = sum(r["wall_s"] for r in rows) / 60
     return (
-        f"**In all** (sweeps {', '.join(map(str, sweep_ids))}): {len(rows)} succeeded trials from the first "
-        f"claim to the last finish in **{span_h * 60:.0f} min** ({len(rows) / span_h:.0f} trials per hour); "
+        f"**In all** (sweeps {', '.join(map(str, sweep_ids))}): {len(rows)} succeeded trials, "
+        f"**{busy_min:.0f} min** of trials (the sum of their wall times), {span_h * 60:.0f} min from the "
+        f"first claim to the last finish ({len(rows) / span_h:.0f} trials per hour over that span); "
         "median overhead per trial " + ", ".join(f"{p} {v}" for p, v in overhead.items()) + "."
     )
 
