@@ -2,18 +2,15 @@
 
 These are plain functions: the REST views, management commands and tests call them directly.
 ``create_sweep`` validates the whole spec before it writes anything, so a bad spec leaves no
-half-created sweep behind; every error names the field (``grid.loss[1]``) and the bound.
+half-created sweep behind (the checks are in ``sweep_spec``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
-import json
 import logging
 import math
 import random
-import secrets
 import subprocess
 from dataclasses import dataclass
 from functools import cache
@@ -22,303 +19,27 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F
-from pydantic import BaseModel
 
 from experiments import jobtypes
 from experiments.choices import TERMINAL, SweepOrder, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
+
+# MAX_REPETITIONS and SpecError are re-exported: the API and the dashboard use them from here.
+from experiments.sweep_spec import MAX_REPETITIONS as MAX_REPETITIONS
+from experiments.sweep_spec import SpecError as SpecError
+from experiments.sweep_spec import check_structure, check_values, offered_algorithms
 from experiments.wakeup import wake_scheduler
 from hosts.models import WorkerHost
 from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
-from qoelab.params import ParamsInvalid, validate_params
 
 if TYPE_CHECKING:
     from qoelab.jobs.base import JobType
 
 log = logging.getLogger("qoelab.experiments")
 
-MAX_REPETITIONS = 1000
-MAX_ERRORS = 20  # a spec with thousands of bad values still gets a readable answer
-
-
-class SpecError(Exception):
-    """The sweep spec is invalid; ``errors`` is ``[{"field", "message"}]``."""
-
-    def __init__(self, errors: list[dict[str, str]]) -> None:
-        self.errors = errors[:MAX_ERRORS]
-        super().__init__("; ".join(f"{e['field']}: {e['message']}" for e in self.errors))
-
 
 class Conflict(Exception):
     """The trial is not in a state that allows the request (HTTP 409)."""
-
-
-def _is_scalar(value: Any) -> bool:
-    return value is None or isinstance(value, str | int | float | bool)
-
-
-def _visible_experiments(user: Any):
-    qs = Experiment.objects.all()
-    return qs if user.is_staff else qs.filter(owner=user)
-
-
-@dataclass
-class _Spec:
-    experiment: Experiment | None
-    new_experiment: dict[str, str] | None
-    job: JobType
-    name: str
-    grid: dict[str, list[Any]]
-    fixed: dict[str, Any]
-    repetitions: int
-    order: str
-    seed: int
-
-
-def _check_structure(spec: Any, user: Any) -> _Spec:
-    """Types, presence, job type, parameter names and the trial count. Raises SpecError."""
-    if not isinstance(spec, dict):
-        raise SpecError([{"field": "body", "message": "must be a JSON object (the sweep spec)"}])
-    errors: list[dict[str, str]] = []
-
-    def err(field: str, message: str) -> None:
-        errors.append({"field": field, "message": message})
-
-    known_keys = {"experiment", "job_type", "name", "grid", "fixed", "repetitions", "order", "seed"}
-    for key in spec:
-        if key not in known_keys:
-            err(str(key), f"is not a sweep field (fields: {', '.join(sorted(known_keys))})")
-
-    # Experiment: an id of one of the user's experiments, or {name, description} to find/create.
-    experiment: Experiment | None = None
-    new_experiment: dict[str, str] | None = None
-    raw_exp = spec.get("experiment")
-    if isinstance(raw_exp, bool) or raw_exp is None:
-        err("experiment", "required: an experiment id or {name, description}")
-    elif isinstance(raw_exp, int) or (isinstance(raw_exp, str) and raw_exp.isdigit()):
-        experiment = _visible_experiments(user).filter(pk=int(raw_exp)).first()
-        if experiment is None:
-            err("experiment", f"no experiment with id {raw_exp} that you can use")
-    elif isinstance(raw_exp, dict):
-        name = raw_exp.get("name")
-        desc = raw_exp.get("description", "")
-        extra = set(raw_exp) - {"name", "description"}
-        if extra:
-            err(f"experiment.{sorted(extra)[0]}", "is not an experiment field (fields: name, description)")
-        if not isinstance(name, str) or not name.strip():
-            err("experiment.name", "required: a non-empty string")
-        elif len(name) > 200:
-            err("experiment.name", f"must be at most 200 characters, got {len(name)}")
-        if not isinstance(desc, str):
-            err("experiment.description", "must be a string")
-        if isinstance(name, str) and name.strip() and isinstance(desc, str):
-            experiment = Experiment.objects.filter(owner=user, name=name.strip()).first()
-            if experiment is None:
-                new_experiment = {"name": name.strip(), "description": desc}
-    else:
-        err("experiment", "must be an experiment id or {name, description}")
-
-    # Job type: from the spec, else from an existing experiment.
-    job: JobType | None = None
-    raw_job = spec.get("job_type", experiment.job_type if experiment else None)
-    if raw_job is None:
-        err("job_type", f"required (known: {jobtypes.known_names()})")
-    elif not isinstance(raw_job, str):
-        err("job_type", "must be a string")
-    else:
-        job = jobtypes.get_job(raw_job)
-        if job is None:
-            err("job_type", f"unknown job type {raw_job!r} (known: {jobtypes.known_names()})")
-        elif experiment is not None and experiment.job_type != raw_job:
-            err(
-                "job_type",
-                f"experiment {experiment.name!r} runs job type {experiment.job_type!r}, not {raw_job!r}",
-            )
-
-    name = spec.get("name")
-    if name is None:
-        name = ""
-    if not isinstance(name, str):
-        err("name", "must be a string")
-        name = ""
-    elif len(name) > 200:
-        err("name", f"must be at most 200 characters, got {len(name)}")
-
-    grid = spec.get("grid")
-    fixed = spec.get("fixed", {}) if spec.get("fixed") is not None else {}
-    if not isinstance(grid, dict):
-        err(
-            "grid",
-            "required: an object {parameter: [values]}"
-            if grid is None
-            else "must be an object {parameter: [values]}",
-        )
-        grid = {}
-    elif not grid:
-        err("grid", "is empty: list at least one parameter with at least one value")
-    for key, values in grid.items():
-        if not isinstance(values, list):
-            err(f"grid.{key}", "must be a list of values")
-        elif not values:
-            err(f"grid.{key}", "is empty: list at least one value")
-        else:
-            for i, v in enumerate(values):
-                if not _is_scalar(v):
-                    err(f"grid.{key}[{i}]", "must be a single value (string or number)")
-    if not isinstance(fixed, dict):
-        err("fixed", "must be an object {parameter: value}")
-        fixed = {}
-    for key, v in fixed.items():
-        if not _is_scalar(v):
-            err(f"fixed.{key}", "must be a single value (string or number)")
-        if key in grid:
-            err(f"fixed.{key}", "is also in grid: a parameter is either swept or fixed")
-    if job is not None:
-        names = jobtypes.param_names(job)
-        for where, keys in (("grid", grid), ("fixed", fixed)):
-            for key in keys:
-                if key not in names:
-                    err(
-                        f"{where}.{key}",
-                        f"is not a parameter of job type {job.name!r} (parameters: {', '.join(names)})",
-                    )
-
-    repetitions = spec.get("repetitions", 1)
-    if isinstance(repetitions, bool) or not isinstance(repetitions, int):
-        err("repetitions", f"must be a whole number, got {repetitions!r}")
-        repetitions = 1
-    elif not 1 <= repetitions <= MAX_REPETITIONS:
-        err("repetitions", f"must be between 1 and {MAX_REPETITIONS}, got {repetitions}")
-        repetitions = 1
-
-    order = spec.get("order", SweepOrder.GRID)
-    if order not in SweepOrder.values:
-        err("order", f"must be one of {', '.join(SweepOrder.values)}, got {order!r}")
-        order = SweepOrder.GRID
-
-    seed = spec.get("seed")
-    if seed is None:
-        seed = secrets.randbelow(2**31)
-    elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63:
-        err("seed", f"must be a whole number from 0 to 2^63-1, got {seed!r}")
-        seed = 0
-
-    # The count is a product of list lengths, computed before anything is expanded.
-    lists = [v for v in grid.values() if isinstance(v, list) and v]
-    if lists and len(lists) == len(grid):
-        points = math.prod(len(v) for v in lists)
-        count = points * repetitions
-        limit = settings.QOELAB_MAX_TRIALS_PER_SWEEP
-        if count > limit:
-            sizes = " × ".join(str(len(v)) for v in lists)
-            err(
-                "grid",
-                f"would create {count} trials ({sizes} = {points} grid points × {repetitions} "
-                f"repetitions); at most {limit} trials per sweep (QOELAB_MAX_TRIALS_PER_SWEEP)",
-            )
-
-    if errors:
-        raise SpecError(errors)
-    assert job is not None
-    return _Spec(experiment, new_experiment, job, name.strip(), grid, fixed, repetitions, order, seed)
-
-
-def _map_field(field: str, swept: str | None, index: int, s: _Spec) -> str:
-    """Name a pydantic error field after where the user wrote the value."""
-    top = field.split(".")[0]
-    if top == swept:
-        return f"grid.{top}[{index}]"
-    if top in s.grid:
-        return f"grid.{top}[0]"
-    if top in s.fixed:
-        return f"fixed.{top}"
-    return top
-
-
-def _check_values(s: _Spec) -> list[tuple[dict[str, Any], dict[str, Any], list[str]]]:
-    """Validate every value, then every grid point; return (params, resolved, requires) per point."""
-    model: type[BaseModel] = s.job.params
-    keys = list(s.grid)
-    base = {**s.fixed, **{k: s.grid[k][0] for k in keys}}
-    errors: list[dict[str, str]] = []
-    seen: set[tuple[str, str]] = set()
-
-    def add(field: str, message: str) -> None:
-        if (field, message) not in seen:
-            seen.add((field, message))
-            errors.append({"field": field, "message": message})
-
-    # One validation per written value (sum of list lengths, not their product) pins each error
-    # on the value that caused it: grid.loss[1].
-    probes: list[tuple[str | None, int, dict[str, Any]]] = [(None, 0, base)]
-    probes += [(k, i, {**base, k: v}) for k in keys for i, v in enumerate(s.grid[k]) if i > 0]
-    for swept, i, point in probes:
-        try:
-            validate_params(model, point)
-        except ParamsInvalid as exc:
-            for e in exc.errors:
-                field = _map_field(e["field"], swept, i, s)
-                msg = e["message"]
-                if msg == "is required":
-                    msg = f"is required by job type {s.job.name!r}: set it in fixed or grid"
-                add(field, msg)
-    if errors:
-        raise SpecError(errors)
-
-    # Every combination, for rules that span parameters (model validators) and the SI values.
-    out = []
-    merged: set[str] = set()
-    for combo in itertools.product(*(s.grid[k] for k in keys)):
-        point = dict(zip(keys, combo, strict=True))
-        params = {**s.fixed, **point}
-        try:
-            valid = validate_params(model, params)
-        except ParamsInvalid as exc:
-            where = ", ".join(f"{k}={v!r}" for k, v in point.items())
-            for e in exc.errors:
-                add("grid", f"the point {where} is invalid: {e['field']}: {e['message']}")
-            if len(errors) >= MAX_ERRORS:
-                break
-            continue
-        resolved = valid.model_dump(mode="json")
-        for name in s.job.inapplicable(valid) if s.job.inapplicable else ():
-            params.pop(name, None)
-            resolved.pop(name, None)
-        key = json.dumps(resolved, sort_keys=True)
-        if key in merged:
-            continue  # the same trial as an earlier point once what does not apply is dropped
-        merged.add(key)
-        out.append((params, resolved, sorted(s.job.trial_requires(valid))))
-    if errors:
-        raise SpecError(errors)
-    _check_tcp_offered(s, out)
-    return out
-
-
-def _offered_algorithms(hosts: list[WorkerHost]) -> set[str]:
-    return {c.removeprefix(CC_CAPABILITY_PREFIX) for h in hosts for c in h.capability_set()
-            if c.startswith(CC_CAPABILITY_PREFIX)}  # fmt: skip
-
-
-def _check_tcp_offered(s: _Spec, points: list[tuple[dict[str, Any], dict[str, Any], list[str]]]) -> None:
-    """Refuse a TCP algorithm that no worker's kernel offers, naming it.
-
-    Only workers that have reported their capabilities (one heartbeat) count: with none yet (a lab
-    just set up, a worker still starting) nothing is known, so the sweep waits and
-    ``blocked_reason`` says for what.
-    """
-    wanted = {r.removeprefix(CC_CAPABILITY_PREFIX) for *_, req in points for r in req
-              if r.startswith(CC_CAPABILITY_PREFIX)}  # fmt: skip
-    hosts = list(WorkerHost.objects.filter(enabled=True, last_heartbeat__isnull=False))
-    offered = _offered_algorithms(hosts)
-    missing = sorted(wanted - offered)
-    if hosts and missing:
-        where = "grid.tcp_cc" if "tcp_cc" in s.grid else "fixed.tcp_cc" if "tcp_cc" in s.fixed else "tcp_cc"
-        raise SpecError([{
-            "field": where,
-            "message": f"no worker's kernel offers TCP congestion control {', '.join(map(repr, missing))} "
-            f"(the workers offer {', '.join(sorted(offered)) or 'none'})",
-        }])  # fmt: skip
 
 
 def create_sweep(spec: Any, user: Any) -> Sweep:
@@ -326,8 +47,8 @@ def create_sweep(spec: Any, user: Any) -> Sweep:
 
     Raises SpecError (nothing written) when anything is wrong.
     """
-    s = _check_structure(spec, user)
-    points = _check_values(s)
+    s = check_structure(spec, user)
+    points = check_values(s)
 
     order: list[tuple[int, dict[str, Any], dict[str, Any], list[str]]] = [
         (rep, *point) for rep in range(s.repetitions) for point in points
@@ -430,7 +151,7 @@ def blocked_reason(job_type: str, trial_requires: list[list[str]] | None = None)
     if algorithms:
         return (
             f"no live worker's kernel offers TCP congestion control {', '.join(map(repr, algorithms))} "
-            f"(they offer {', '.join(sorted(_offered_algorithms(hosts))) or 'none'})"
+            f"(they offer {', '.join(sorted(offered_algorithms(hosts))) or 'none'})"
         )
     detail = "; ".join(f"{name} lacks {', '.join(caps)}" for name, caps in lacking.items())
     return f"no live worker has capability {', '.join(missing)} ({detail})"

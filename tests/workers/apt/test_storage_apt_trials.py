@@ -57,7 +57,8 @@ def test_an_nbd_apt_trial_converges_and_reports_goodput_and_cpu(prefix, tmp_path
     assert [x["n"] for x in steps][:2] == [4, 8] and all(x["bytes"] > 0 for x in steps)
     # 40 Mbit/s at 10 ms RTT with 512 KB buffers: a few sessions fill the link.
     assert 0.5 < s["utilization"] <= 1.05, s
-    assert s["cpu_ticks_per_bit_client"] > 0 and s["cpu_ticks_per_bit_storage"] > 0
+    # Ticks are 10 ms: nbdkit's null plugin may spend less than one serving 2 s at 40 Mbit/s.
+    assert s["cpu_ticks_per_bit_client"] > 0 and s["cpu_ticks_per_bit_storage"] >= 0
     assert result.link["configured"]["rate_bps"] == 40e6
     assert result.provenance["target"]["server"] == "nbdkit"
     assert storage_leftovers(prefix) == []

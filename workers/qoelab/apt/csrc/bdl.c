@@ -14,10 +14,7 @@
  * use) and is not looked at. Sessions are opened concurrently; the caller learns how many the
  * target accepted.
  *
- * iSCSI login keys: header digest None, ImmediateData=No, InitialR2T=Yes (as the paper's
- * Open-iSCSI). libiscsi 1.19 has no setter for MaxBurstLength: it always offers 262144, and the
- * negotiated value is the minimum of both sides, so 16 MiB cannot be had (a 128 KiB piece is
- * one burst anyway). libiscsi sets TCP_NODELAY; we set it on NBD sockets too.
+ * The sessions' protocols (libnbd, libiscsi, the iSCSI login keys) are in session.c.
  *
  * Output protocol (stdout, one JSON object per line, flushed):
  *   {"event":"ready","sessions":N,"size":BYTES,"protocol":"nbd"|"iscsi",
@@ -33,12 +30,11 @@
  * stdin: "active K" (1 <= K <= N_MAX), "quit"; EOF means quit.
  * Exit codes: 0 quit, 1 sessions could not be opened, 2 bad option (one line on stderr), 3 lost.
  */
-#define _GNU_SOURCE
+#include "bdl.h"
+
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -48,67 +44,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <iscsi/iscsi.h>
-#include <iscsi/scsi-lowlevel.h>
-#include <libnbd.h>
 
-#define MAX_SESSIONS 1024
-#define QUIT_DRAIN_MS 5000 /* how long "quit" waits for in-flight pieces and clean disconnects */
-
-enum state { S_CONNECTING, S_CAPACITY, S_READY, S_CLOSING, S_CLOSED, S_FAILED };
-
-struct bdl;
-struct request {
-    uint32_t pieces_left;
-    int all_issued;
-    struct request *next_free;
-};
-struct session {
-    struct bdl *b;
-    int idx;
-    enum state st;
-    struct nbd_handle *nbd;
-    struct iscsi_context *isc;
-    uint64_t bytes, inflight;
-    char err[512];
-};
-struct piece {
-    struct bdl *b;
-    struct session *s;
-    struct request *req;
-    uint32_t len;
-    unsigned char *buf;
-    struct scsi_iovec iov;
-    struct piece *next_free;
-};
-struct bdl {
-    /* options */
-    int iscsi, n, active;
-    const char *uri, *initiator;
-    uint64_t stripe, request, readahead;
-    long report_ms, connect_timeout_ms;
-    /* state */
-    struct iscsi_url *url;
-    struct session *ss;
-    struct pollfd *pfd;
-    struct piece *pieces, *free_pieces;
-    struct request *reqs, *free_reqs, *cur_req;
-    uint64_t cur_req_left, size, offset, inflight, requests_done, buf_size;
-    uint32_t block;
-    int next_rr, quitting, stdin_open, multi_conn;
-    int64_t t0, next_report;
-    char line[512];
-    size_t line_len;
-};
-
-static volatile sig_atomic_t got_signal;
+volatile sig_atomic_t got_signal;
 static void on_signal(int sig) { got_signal = sig; }
 
-static int64_t now_ns(void) {
+int64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -126,7 +69,7 @@ static void json_str(const char *s) {
 }
 
 /* A session failed: keep the first cause (libiscsi's messages end in ".\n"). */
-static void fail(struct session *s, const char *msg) {
+void fail(struct session *s, const char *msg) {
     s->st = S_FAILED;
     if (s->err[0]) return;
     snprintf(s->err, sizeof s->err, "%s", msg && *msg ? msg : "unknown error");
@@ -218,7 +161,7 @@ static void parse_options(struct bdl *b, int argc, char **argv) {
 
 /* ---- pieces and their completions --------------------------------------------------------- */
 
-static void complete(struct piece *p, const char *err) {
+void complete(struct piece *p, const char *err) {
     struct bdl *b = p->b;
     struct session *s = p->s;
     struct request *r = p->req;
@@ -236,20 +179,6 @@ static void complete(struct piece *p, const char *err) {
     }
     p->next_free = b->free_pieces;
     b->free_pieces = p;
-}
-
-static int nbd_done(void *user_data, int *error) {
-    struct piece *p = user_data;
-    char msg[128];
-    if (*error) snprintf(msg, sizeof msg, "read failed: %s", strerror(*error));
-    complete(p, *error ? msg : NULL);
-    return 1; /* retire the command */
-}
-
-static void iscsi_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
-    struct piece *p = user_data;
-    if (data) scsi_free_scsi_task(data);
-    complete(p, status == SCSI_STATUS_GOOD ? NULL : iscsi_get_error(isc));
 }
 
 /* Issue pieces while the read-ahead window has room. */
@@ -286,110 +215,9 @@ static void issue(struct bdl *b) {
             b->cur_req->all_issued = 1;
             b->cur_req = NULL;
         }
-        if (b->iscsi) {
-            p->iov = (struct scsi_iovec){.iov_base = p->buf, .iov_len = len};
-            if (!iscsi_read16_iov_task(s->isc, b->url->lun, off / b->block, (uint32_t)len, (int)b->block,
-                                       0, 0, 0, 0, 0, iscsi_done, p, &p->iov, 1))
-                complete(p, iscsi_get_error(s->isc));
-        } else {
-            nbd_completion_callback cb = {.callback = nbd_done, .user_data = p};
-            if (nbd_aio_pread(s->nbd, p->buf, len, off, cb, 0) == -1) complete(p, nbd_get_error());
-        }
+        session_read(b, s, p, off, len);
         if (s->st == S_FAILED) return;
     }
-}
-
-/* ---- connecting ---------------------------------------------------------------------------- */
-
-static void capacity_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
-    struct session *s = user_data;
-    struct bdl *b = s->b;
-    struct scsi_readcapacity16 *rc = status == SCSI_STATUS_GOOD ? scsi_datain_unmarshall(data) : NULL;
-    if (rc && rc->block_length) {
-        b->block = rc->block_length;
-        b->size = (rc->returned_lba + 1) * rc->block_length;
-        s->st = S_READY;
-    } else {
-        fail(s, status == SCSI_STATUS_GOOD ? "READ CAPACITY(16) returned no data" : iscsi_get_error(isc));
-    }
-    if (data) scsi_free_scsi_task(data);
-}
-
-static void connect_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
-    struct session *s = user_data;
-    struct bdl *b = s->b;
-    (void)data;
-    if (s->st != S_CONNECTING) {
-        if (status != SCSI_STATUS_GOOD && !b->quitting) fail(s, iscsi_get_error(isc));
-        return;
-    }
-    if (status != SCSI_STATUS_GOOD) return fail(s, iscsi_get_error(isc));
-    if (s->idx != 0) {
-        s->st = S_READY;
-        return;
-    }
-    s->st = S_CAPACITY;
-    if (!iscsi_readcapacity16_task(isc, b->url->lun, capacity_done, s)) fail(s, iscsi_get_error(isc));
-}
-
-static void logout_done(struct iscsi_context *isc, int status, void *data, void *user_data) {
-    (void)isc, (void)status, (void)data;
-    ((struct session *)user_data)->st = S_CLOSED;
-}
-
-static void start_session(struct bdl *b, struct session *s) {
-    if (b->iscsi) {
-        char name[256];
-        snprintf(name, sizeof name, "%s:%d", b->initiator, s->idx);
-        if (!(s->isc = iscsi_create_context(name))) return fail(s, "cannot create an iSCSI context");
-        iscsi_set_targetname(s->isc, b->url->target);
-        iscsi_set_session_type(s->isc, ISCSI_SESSION_NORMAL);
-        iscsi_set_header_digest(s->isc, ISCSI_HEADER_DIGEST_NONE);
-        iscsi_set_immediate_data(s->isc, ISCSI_IMMEDIATE_DATA_NO);
-        iscsi_set_initial_r2t(s->isc, ISCSI_INITIAL_R2T_YES);
-        iscsi_set_noautoreconnect(s->isc, 1); /* a lost session must surface, not be re-established */
-        if (iscsi_full_connect_async(s->isc, b->url->portal, b->url->lun, connect_done, s))
-            fail(s, iscsi_get_error(s->isc));
-    } else {
-        if (!(s->nbd = nbd_create())) return fail(s, nbd_get_error());
-        nbd_set_uri_allow_transports(s->nbd, LIBNBD_ALLOW_TRANSPORT_TCP);
-        if (nbd_aio_connect_uri(s->nbd, b->uri) == -1) fail(s, nbd_get_error());
-    }
-}
-
-/* poll events for one session, -1 when it has no socket to watch */
-static int session_events(struct bdl *b, struct session *s, int *fd) {
-    if (s->st == S_FAILED || s->st == S_CLOSED) return -1;
-    if (b->iscsi) {
-        *fd = iscsi_get_fd(s->isc);
-        return *fd < 0 ? -1 : iscsi_which_events(s->isc) | POLLRDHUP;
-    }
-    *fd = nbd_aio_get_fd(s->nbd);
-    unsigned dir = nbd_aio_get_direction(s->nbd);
-    if (*fd < 0) return -1;
-    return (dir & LIBNBD_AIO_DIRECTION_READ ? POLLIN : 0) | (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0);
-}
-
-static void service(struct bdl *b, struct session *s, short revents) {
-    if (b->iscsi) {
-        if (iscsi_service(s->isc, revents & ~POLLRDHUP) < 0 && !b->quitting)
-            fail(s, iscsi_get_error(s->isc));
-        /* with auto-reconnect off libiscsi only cancels the tasks; an idle session would go unnoticed */
-        if ((revents & (POLLHUP | POLLERR | POLLRDHUP)) && !b->quitting && s->st != S_FAILED)
-            fail(s, (revents & POLLRDHUP) ? "the target closed the connection" : iscsi_get_error(s->isc));
-        if (b->quitting && (revents & (POLLHUP | POLLERR | POLLRDHUP))) s->st = S_CLOSED;
-        return;
-    }
-    int r = 0;
-    if (revents & (POLLIN | POLLHUP | POLLERR)) r = nbd_aio_notify_read(s->nbd);
-    else if (revents & POLLOUT) r = nbd_aio_notify_write(s->nbd);
-    if (r == -1 && !b->quitting) { /* the connection's error says more than the reads' ESHUTDOWN */
-        s->err[0] = 0;
-        fail(s, nbd_get_error());
-    }
-    if (b->quitting && (nbd_aio_is_closed(s->nbd) || nbd_aio_is_dead(s->nbd))) s->st = S_CLOSED;
-    else if (!b->quitting && s->st != S_FAILED && (nbd_aio_is_dead(s->nbd) || nbd_aio_is_closed(s->nbd)))
-        fail(s, "the server closed the connection");
 }
 
 /* One ppoll over the given sessions' sockets (and stdin when asked); services what is ready. */
@@ -410,21 +238,18 @@ static int poll_once(struct bdl *b, int with_stdin, int64_t timeout_ns, sigset_t
     int r = ppoll(b->pfd, (nfds_t)nfds, &ts, mask);
     if (r < 0) return errno == EINTR ? 0 : -1;
     for (int k = 0; k < nfds; k++)
-        if (b->pfd[k].revents && map[k] >= 0) service(b, &b->ss[map[k]], b->pfd[k].revents);
+        if (b->pfd[k].revents && map[k] >= 0) session_service(b, &b->ss[map[k]], b->pfd[k].revents);
     return (with_stdin && b->stdin_open && b->pfd[nfds - 1].revents) ? 1 : 0;
 }
 
 static void open_sessions(struct bdl *b, sigset_t *mask) {
     int64_t deadline = now_ns() + (int64_t)b->connect_timeout_ms * 1000000;
-    for (int i = 0; i < b->n; i++) start_session(b, &b->ss[i]);
+    for (int i = 0; i < b->n; i++) session_start(b, &b->ss[i]);
     for (;;) {
         int pending = 0;
         for (int i = 0; i < b->n; i++) {
             struct session *s = &b->ss[i];
-            if (!b->iscsi && s->st == S_CONNECTING) {
-                if (nbd_aio_is_ready(s->nbd)) s->st = S_READY;
-                else if (nbd_aio_is_dead(s->nbd) || nbd_aio_is_closed(s->nbd)) fail(s, nbd_get_error());
-            }
+            session_check_connect(b, s);
             pending += s->st == S_CONNECTING || s->st == S_CAPACITY;
         }
         if (!pending || got_signal || now_ns() >= deadline) break;
@@ -438,16 +263,7 @@ static void open_sessions(struct bdl *b, sigset_t *mask) {
         else if (first_bad < 0) first_bad = i;
     }
     if (got_signal) exit(0);
-    if (first_bad < 0 && !b->iscsi) {
-        int64_t size = nbd_get_size(b->ss[0].nbd);
-        b->size = size < 0 ? 0 : (uint64_t)size;
-        b->block = 1;
-        b->multi_conn = nbd_can_multi_conn(b->ss[0].nbd) == 1;
-        for (int i = 0; i < b->n; i++) {
-            int one = 1, fd = nbd_aio_get_fd(b->ss[i].nbd);
-            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one); /* as libiscsi does */
-        }
-    }
+    if (first_bad < 0) sessions_opened(b);
     if (first_bad < 0 && b->iscsi && (b->stripe % b->block || b->request % b->block)) {
         first_bad = 0;
         snprintf(b->ss[0].err, sizeof b->ss[0].err,
@@ -491,7 +307,7 @@ static int close_idle(struct bdl *b) {
         if (s->st == S_READY && s->inflight == 0) {
             /* a disconnect with replies still in flight makes nbdkit 1.32 abort (raw_send_socket) */
             s->st = S_CLOSING;
-            if (b->iscsi ? iscsi_logout_async(s->isc, logout_done, s) : nbd_aio_disconnect(s->nbd, 0))
+            if (session_close(b, s))
                 s->st = S_CLOSED;
         }
         open += s->st == S_READY || s->st == S_CLOSING;
@@ -582,10 +398,7 @@ static void run(struct bdl *b, sigset_t *mask) {
             if (b->next_report <= t) b->next_report = t + period; /* fell behind: no burst of reports */
         }
     }
-    for (int i = 0; i < b->n; i++) {
-        if (b->iscsi) iscsi_destroy_context(b->ss[i].isc);
-        else nbd_close(b->ss[i].nbd);
-    }
+    for (int i = 0; i < b->n; i++) session_destroy(b, &b->ss[i]);
     printf("{\"event\":\"bye\"}\n");
     fflush(stdout);
 }
