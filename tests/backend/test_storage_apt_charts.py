@@ -68,3 +68,15 @@ def test_the_api_aggregates_a_series_over_time_and_fig_2_11_per_trial(alice, api
     per_trial = c.get(url + "?metric=goodput_steady_bps&x=delay&series=mode").json()
     apt = next(s for s in per_trial["series"] if s["value"] == "apt")
     assert [p["x"] for p in apt["points"]] == [0.02, 0.06] and all(p["n"] == 2 for p in apt["points"])
+
+
+def test_the_sweep_page_judges_the_chapter_2_findings_per_delay(client_for, alice, tmp_path) -> None:
+    sweep = _run_sweep(alice, tmp_path)
+    page = client_for(alice).get(f"/sweeps/{sweep.pk}/").content.decode()
+    assert 'id="findings"' in page and "BDL-APT" in page
+    # The synthetic model with 2 repetitions: every check has numbers, one verdict per delay.
+    for name in ("apt_converges", "apt_near_best_fixed", "apt_fills_link"):
+        assert page.count(f'data-finding="{name}"') == 2, name
+    assert "delay = 20 ms" in page and "delay = 60 ms" in page
+    body = client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/").json()
+    assert body["report"] == "ch2" and body["succeeded_trials"] == sweep.trials.count()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import textwrap
@@ -373,3 +374,29 @@ def test_missing_programs_name_their_debian_package(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv(bdl.ENV_BINARY, str(tmp_path / "apt-bdl"))
     with pytest.raises(BdlError, match=r"apt-bdl is not built; run `make deps`"):
         BlockDeviceLayer("nbd", "nbd://127.0.0.1:1", 1, 1).start()
+
+
+@pytest.mark.parametrize("protocol", ["nbd", "iscsi"])
+def test_a_target_that_stops_answering_surfaces_as_a_lost_session(prefix: str, protocol: str) -> None:
+    # SIGSTOP: the target's kernel still ACKs, so TCP never reports anything; only the missing
+    # replies show it (a silent path looks the same).
+    port = targets.free_port()
+    if protocol == "nbd":
+        target = targets.nbd_target(None, "127.0.0.1", port, 16 << 20, prefix=prefix, rate_bps=RATE)
+    else:
+        target = targets.iscsi_target(
+            None, None, "127.0.0.1", port, None, prefix, targets.free_control_port()
+        )
+    options = dict(readahead=8 * STRIPE, report_ms=20, prefix=prefix, stall_timeout_s=1.0)
+    with target, BlockDeviceLayer(protocol, target.uri, 2, 2, **options) as layer:
+        read_until(layer, lambda r: r.bytes[0] > 0 and r.bytes[1] > 0)
+        target.proc.send_signal(signal.SIGSTOP)
+        try:
+            with pytest.raises(
+                SessionLostError, match=r"no read completed for 1\.\d s with \d+ bytes outstanding"
+            ):
+                read_until(layer, lambda r: False)
+        finally:
+            target.proc.send_signal(signal.SIGCONT)
+        assert layer.close() == bdl.EXIT_LOST
+    assert nothing_left(prefix)

@@ -21,3 +21,13 @@ def prefix(request):
     cleanup_leftovers(name)
     yield name
     cleanup_leftovers(name)
+
+
+@pytest.fixture(scope="module")
+def userspace_ok(netns_ok):
+    from qoelab.emulation.topology import userspace_available
+
+    ok, reason = userspace_available()
+    if not ok:
+        print(f"userspace link tests skipped: {reason}")
+        pytest.skip(reason)

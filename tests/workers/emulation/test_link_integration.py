@@ -21,16 +21,6 @@ def nothing_left(prefix):
     return leftovers(prefix) == {"namespaces": [], "devices": [], "processes": []}
 
 
-@pytest.fixture(scope="module")
-def userspace_ok(netns_ok):
-    from qoelab.emulation.topology import userspace_available
-
-    ok, reason = userspace_available()
-    if not ok:
-        print(f"userspace link tests skipped: {reason}")
-        pytest.skip(reason)
-
-
 def run_cli(*args, timeout=90):
     return subprocess.run(
         [PY, "-m", "qoelab.emulation.cli", "link", *args], capture_output=True, text=True, timeout=timeout

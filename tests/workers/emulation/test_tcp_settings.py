@@ -120,3 +120,31 @@ def test_bad_tcp_settings_name_the_field_and_the_bound(raw, field, words):
         validate_params(LinkParams, raw)
     (e,) = err.value.errors
     assert e["field"] == field and words in e["message"], e
+
+
+def test_the_link_check_uses_enough_tcp_streams_to_fill_a_path_one_capped_window_cannot():
+    from types import SimpleNamespace
+
+    from qoelab.emulation.verify import tcp_streams
+
+    def streams(**raw: str) -> int:
+        return tcp_streams(SimpleNamespace(profile=validate_params(LinkParams, raw).to_profile()))
+
+    # Table 2.1's 512 KB at 200 Mbit/s, 40 ms RTT: a 1 MB path, 256 KB per window -> 6 streams.
+    assert streams(rate="200mbit", delay="20ms", tcp_rmem_max="512kb", tcp_wmem_max="512kb") == 6
+    assert streams(rate="40mbit", delay="5ms", tcp_rmem_max="512kb") == 1  # 50 KB: one window fills it
+    assert streams(rate="200mbit", delay="20ms") == 1  # path-sized default buffers
+    assert streams(rate="10gbit", delay="100ms", tcp_rmem_max="64kb") == 16  # capped
+
+
+@pytest.mark.netns
+def test_a_link_with_capped_buffers_passes_its_check_with_parallel_streams(userspace_ok, prefix):
+    from qoelab.emulation.topology import emulated_link
+    from qoelab.emulation.verify import verify_link
+
+    raw = {"rate": "40mbit", "delay": "10ms", "tcp_rmem_max": "64kb", "tcp_wmem_max": "64kb"}
+    with emulated_link(validate_params(LinkParams, raw).to_profile(), prefix=prefix) as link:
+        result = verify_link(link, duration_s=2, loss_duration_s=1)
+    assert result["method"]["tcp_streams"] > 1
+    tcp = {c["name"]: c for c in result["checks"] if c["name"].startswith("tcp_")}
+    assert tcp["tcp_down_bps"]["ok"] and tcp["tcp_up_bps"]["ok"], tcp

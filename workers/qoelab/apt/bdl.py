@@ -111,6 +111,7 @@ class BlockDeviceLayer:
         readahead: int = 134217728,
         report_ms: int = 100,
         connect_timeout_s: float = 10.0,
+        stall_timeout_s: float | None = None,
         initiator: str | None = None,
         prefix: str | None = None,
         popen: Popen | None = None,
@@ -124,6 +125,7 @@ class BlockDeviceLayer:
         self.protocol, self.uri, self.sessions, self.active = protocol, uri, sessions, active
         self.stripe, self.request, self.readahead, self.report_ms = stripe, request, readahead, report_ms
         self.connect_timeout_s = connect_timeout_s
+        self.stall_timeout_s = stall_timeout_s  # None: a session may wait for replies for ever
         self.initiator, self.prefix = initiator, prefix
         self.popen = popen or subprocess.Popen
         self.log_path = log_path
@@ -154,6 +156,8 @@ class BlockDeviceLayer:
             "--report-ms", str(self.report_ms),
             "--connect-timeout-ms", str(max(1, round(self.connect_timeout_s * 1000))),
         ]  # fmt: skip
+        if self.stall_timeout_s:
+            argv += ["--stall-ms", str(max(1, round(self.stall_timeout_s * 1000)))]
         if self.initiator:
             argv += ["--initiator", self.initiator]
         if self.prefix:

@@ -24,6 +24,18 @@ NBD_PORT = 10809
 ISCSI_PORT = 3260
 REPORT_MS = 100
 GRACE_S = 10.0  # how much later than asked an interval's last report may arrive
+STALL_MIN_S = 30.0
+
+
+def stall_timeout_s(readahead: int, rate_bps: float | None) -> float:
+    """How long a session may owe reads without completing one before the trial calls it lost.
+
+    A session's next reply can wait behind every byte in flight at the bottleneck (up to the
+    read-ahead window), so the bound is four times the window's drain time, at least 30 s: 128 MB at
+    200 Mbit/s drains in 5.4 s; a silent path or a hung target never completes one.
+    """
+    drain = 8 * readahead / rate_bps if rate_bps else 0.0
+    return max(STALL_MIN_S, 4 * drain)
 
 
 class BdlTransport:
@@ -126,6 +138,7 @@ def storage_session(params: Any, ctx: Any) -> Iterator[tuple[BdlTransport, dict[
                 params.transport, target.uri, params.sessions_opened(), min(first, params.sessions_opened()),
                 stripe=int(params.stripe), request=int(params.request), readahead=int(params.readahead),
                 report_ms=REPORT_MS, initiator=initiator, prefix=ctx.prefix,
+                stall_timeout_s=stall_timeout_s(int(params.readahead), params.rate),
                 popen=functools.partial(link.popen_in, "client"), log_path=ctx.workdir / "apt-bdl.log",
             )  # fmt: skip
             clock = time.monotonic()

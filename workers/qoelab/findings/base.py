@@ -162,6 +162,21 @@ def lower(a: Stat, b: Stat, a_name: str, b_name: str, where: str, unit: str = ""
     return Comparison("unclear", f"the 95 % CIs overlap: {shown}")
 
 
+def at_most(s: Stat, bound: float, name: str, where: str) -> Comparison:
+    """Does the mean lie at or below ``bound``? Decided by the whole interval being on one side."""
+    if s.n == 0:
+        return Comparison("unclear", f"no result for {name} at {where}")
+    if not s.has_ci:
+        return Comparison("unclear", f"n < 2 for {name} (n = {s.n}) at {where}, so no confidence interval")
+    assert s.ci_low is not None and s.ci_high is not None
+    shown = f"{name} {fmt_num(s.mean)} (CI {fmt_num(s.ci_low)}–{fmt_num(s.ci_high)}) at {where}"
+    if s.ci_high <= bound:
+        return Comparison("supports", shown)
+    if s.ci_low > bound:
+        return Comparison("contradicts", f"above {fmt_num(bound)}: {shown}")
+    return Comparison("unclear", f"the 95 % CI straddles {fmt_num(bound)}: {shown}")
+
+
 def at_least(s: Stat, bound: float, name: str, where: str) -> Comparison:
     """Does the mean lie at or above ``bound``? Decided by the whole interval being on one side."""
     if s.n == 0:
@@ -276,7 +291,7 @@ class Scope:
         self.rows = list(rows)
         self.scope = scope
         varying: dict[str, list[str]] = {}
-        for proto in {r["params"].get("protocol") for r in self.rows}:
+        for proto in {r["params"].get("protocol") for r in self.rows} - {None}:
             own = [r for r in self.rows if r["params"].get("protocol") == proto]
             keys = {k for r in own for k in r["params"] if protocol_param(k) == proto}
             varying[proto] = sorted(k for k in keys if len(values_of(own, k)) > 1)
@@ -345,16 +360,30 @@ def _proto_rank(p: str) -> tuple[int, str]:
 def scopes(rows: Sequence[Mapping[str, Any]], keep: Iterable[str]) -> list[tuple[dict[str, Any], list]]:
     """Split rows by every parameter that varies but is neither kept (x, facet, protocol), pooled
     (seed) nor a protocol's own setting (those make series): ``server`` vm vs namespace, a delay
-    that varies in a rate sweep, ... Each split is judged on its own, never pooled."""
+    that varies in a rate sweep, ... Each split is judged on its own, never pooled.
+
+    A row without a parameter (a job type dropped it as not applying, e.g. APT's ``n0`` in a
+    one-session run) belongs to every split of that parameter."""
     keep = set(keep) | {"protocol"} | POOLED
     names = sorted({k for r in rows for k in r["params"]})
-    split = [k for k in names if k not in keep and not protocol_param(k) and len(values_of(rows, k)) > 1]
-    groups: dict[tuple[Any, ...], list] = {}
-    for r in rows:
-        groups.setdefault(tuple(_hashable(r["params"].get(k)) for k in split), []).append(r)
+    split = [k for k in names if k not in keep and not protocol_param(k)
+             and len(values_of([r for r in rows if k in r["params"]], k)) > 1]  # fmt: skip
+    missing = object()
+
+    def key_of(r: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(_hashable(r["params"][k]) if k in r["params"] else missing for k in split)
+
+    def matches(row_key: tuple[Any, ...], group: tuple[Any, ...]) -> bool:
+        return all(a is missing or b is missing or a == b for a, b in zip(row_key, group, strict=True))
+
+    keys = {key_of(r) for r in rows}
+    # A group is a combination no other combination refines (fills in one of its missing values).
+    groups = [k for k in keys if not any(o != k and matches(k, o) and sum(v is missing for v in o)
+                                         < sum(v is missing for v in k) for o in keys)]  # fmt: skip
     out = []
-    for key in sorted(groups, key=lambda k: tuple(str(v) for v in k)):
-        out.append((dict(zip(split, key, strict=True)), groups[key]))
+    for g in sorted(groups, key=lambda k: tuple(str(v) if v is not missing else "" for v in k)):
+        scope = {k: v for k, v in zip(split, g, strict=True) if v is not missing}
+        out.append((scope, [r for r in rows if matches(key_of(r), g)]))
     return out
 
 
@@ -377,10 +406,12 @@ class Check:
     title: str
     claim: str
     figure: str
-    x: str  # the parameter that must be swept (at least two values)
+    x: str | None  # the parameter that must be swept (two values or more); None: a claim at one point
     protocols: tuple[str, ...]  # must all be present for a decision (missing ones: inconclusive)
     run: Callable[[Scope], tuple[list[Comparison], list[str]]]
     facet: str | None = None
+    # Parameters that make series rather than scopes (storage APT: mode and sessions).
+    series_by: tuple[str, ...] = ()
     min_protocols: int = 1
     # The thesis' conditions of the figure, {param: (low, high)} inclusive: trials outside are left
     # out (T vs rate at 200 ms delay is not what Fig. 4.6 shows; finding 5 says it differs there).
@@ -405,6 +436,8 @@ class Check:
         its x parameter takes two values or more inside the thesis' conditions, and one of the
         protocols it compares is present."""
         inside = [p for p in params if self.inside(p)]
+        if self.x is None:
+            return None if inside else "no trial lies within " + (self.conditions or "the results")
         if len({_hashable(p.get(self.x)) for p in inside}) < 2:
             extra = f" within {self.conditions}" if self.within else ""
             return f"{self.x} is not swept{extra}"
@@ -414,7 +447,7 @@ class Check:
         return None
 
     def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[Finding]:
-        keep = {self.x} | ({self.facet} if self.facet else set())
+        keep = {k for k in (self.x, self.facet, *self.series_by) if k}
         rows = [r for r in rows if self.inside(r["params"])]
         out = []
         for scope_values, scoped in scopes(rows, keep) or [({}, [])]:

@@ -26,6 +26,8 @@
  *   {"event":"active","active":K}                                      answer to "active K"
  *   {"event":"bad_command","line":"..."}                               unknown stdin line
  *   {"event":"session_lost","session":i,"t":S,"error":"..."}           then a last report, exit 3
+ *       (also when a session with reads outstanding completes none for --stall-ms: a silent path
+ *        or a hung target, which TCP itself may never report)
  *   {"event":"bye"}                                                    after quit / EOF / SIGTERM, exit 0
  * stdin: "active K" (1 <= K <= N_MAX), "quit"; EOF means quit.
  * Exit codes: 0 quit, 1 sessions could not be opened, 2 bad option (one line on stderr), 3 lost.
@@ -105,7 +107,8 @@ static void parse_options(struct bdl *b, int argc, char **argv) {
         {"stripe", required_argument, 0, 's'},    {"request", required_argument, 0, 'r'},
         {"readahead", required_argument, 0, 'R'}, {"report-ms", required_argument, 0, 'i'},
         {"initiator", required_argument, 0, 'I'}, {"tag", required_argument, 0, 't'},
-        {"connect-timeout-ms", required_argument, 0, 'T'}, {0, 0, 0, 0},
+        {"connect-timeout-ms", required_argument, 0, 'T'}, {"stall-ms", required_argument, 0, 'S'},
+        {0, 0, 0, 0},
     };
     const char *protocol = NULL, *active = NULL;
     int c;
@@ -123,6 +126,7 @@ static void parse_options(struct bdl *b, int argc, char **argv) {
         case 'T':
             b->connect_timeout_ms = (long)parse_num("--connect-timeout-ms", optarg, 1, 3600000, 1);
             break;
+        case 'S': b->stall_ms = (long)parse_num("--stall-ms", optarg, 0, 86400000, 1); break;
         case 'I':
             if (!*optarg || strlen(optarg) > 200) usage_error("--initiator", "must be 1 to 200 characters");
             b->initiator = optarg;
@@ -171,6 +175,7 @@ void complete(struct piece *p, const char *err) {
         if (!b->quitting) fail(s, err);
     } else {
         s->bytes += p->len;
+        s->waiting_since = now_ns();
     }
     if (--r->pieces_left == 0 && r->all_issued) {
         if (!err) b->requests_done++;
@@ -206,6 +211,7 @@ static void issue(struct bdl *b) {
         p->s = s;
         p->req = b->cur_req;
         p->len = (uint32_t)len;
+        if (s->inflight == 0) s->waiting_since = now_ns();
         s->inflight += len;
         b->inflight += len;
         b->cur_req->pieces_left++;
@@ -367,6 +373,21 @@ static void lost(struct bdl *b, struct session *s) {
     exit(3);
 }
 
+/* A session that owes reads and has completed none for --stall-ms is lost (0: never). */
+static void check_stalls(struct bdl *b) {
+    if (!b->stall_ms || b->quitting) return;
+    int64_t now = now_ns();
+    for (int i = 0; i < b->n; i++) {
+        struct session *s = &b->ss[i];
+        if (s->st == S_READY && s->inflight && now - s->waiting_since > (int64_t)b->stall_ms * 1000000) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "no read completed for %.1f s with %" PRIu64 " bytes outstanding",
+                     (double)(now - s->waiting_since) / 1e9, s->inflight);
+            fail(s, msg);
+        }
+    }
+}
+
 static void run(struct bdl *b, sigset_t *mask) {
     int64_t period = (int64_t)b->report_ms * 1000000, quit_deadline = 0;
     b->t0 = now_ns();
@@ -374,6 +395,7 @@ static void run(struct bdl *b, sigset_t *mask) {
     b->stdin_open = 1;
     for (;;) {
         issue(b);
+        check_stalls(b);
         for (int i = 0; i < b->n; i++)
             if (b->ss[i].st == S_FAILED) lost(b, &b->ss[i]);
         if (got_signal && !b->quitting) {

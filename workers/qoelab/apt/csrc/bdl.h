@@ -31,6 +31,7 @@ struct session {
     struct nbd_handle *nbd;
     struct iscsi_context *isc;
     uint64_t bytes, inflight;
+    int64_t waiting_since; /* the last completion, or when reads went out to an idle session */
     char err[512];
 };
 struct piece {
@@ -47,7 +48,7 @@ struct bdl {
     int iscsi, n, active;
     const char *uri, *initiator;
     uint64_t stripe, request, readahead;
-    long report_ms, connect_timeout_ms;
+    long report_ms, connect_timeout_ms, stall_ms;
     /* state */
     struct iscsi_url *url;
     struct session *ss;
