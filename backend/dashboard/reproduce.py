@@ -1,12 +1,14 @@
 """The Reproduce page: the thesis' experiments as presets, their size and duration, one-click start.
 
-Durations come from this lab's own finished ``rd_qoe`` trials: a trial costs a fixed overhead per
-protocol and server mode (link set-up and verification, desktop and session, teardown, upload:
-the median of duration − updates × (T + Q + P) over past trials) plus, per page, the pauses Q + P
-and T: measured at that condition, or the T of the nearest past condition (distance in log rate,
-delay and log loss) scaled by a simple model (``model_t_s``). Before a protocol has run here,
-defaults measured on a 2-core host and the model stand in, and the page says so. A rating
-campaign's duration is per evaluator, from the time between this lab's past rating submissions.
+Remote desktop (chapter 4): durations come from this lab's own finished ``rd_qoe`` trials: a trial
+costs a fixed overhead per protocol and server mode (link set-up and verification, desktop and
+session, teardown, upload: the median of duration − updates × (T + Q + P) over past trials) plus,
+per page, the pauses Q + P and T: measured at that condition, or the T of the nearest past
+condition (distance in log rate, delay and log loss) scaled by a simple model (``model_t_s``).
+Before a protocol has run here, defaults measured on a 2-core host and the model stand in, and the
+page says so. A rating campaign's duration is per evaluator, from the time between this lab's past
+rating submissions. Storage APT (chapter 2): a trial is its steady window, APT's steps × delta and
+a fixed overhead, the last two from this lab's past storage-APT trials.
 """
 
 from __future__ import annotations
@@ -170,9 +172,61 @@ def seconds_per_condition() -> tuple[float, int]:
 
 
 def _points(preset: presets.Preset, size: presets.Size) -> list[dict[str, Any]]:
-    job = jobtypes.get_job("rd_qoe")
+    job = jobtypes.get_job(preset.job_type)
     assert job is not None
-    return [validate_params(job.params, point).model_dump(mode="json") for point in preset.points(size)]
+    return [
+        validate_params(job.params, point).model_dump(mode="json") for point in preset.unique_points(size)
+    ]
+
+
+# ---- storage APT --------------------------------------------------------------------------------
+
+# Before a storage-APT trial has run here: its fixed cost (link, verification, target, sessions,
+# teardown) and APT's steps to converge, as measured on a 2-core host (docs/storage-apt.md).
+DEFAULT_APT_OVERHEAD_S = 6.0
+DEFAULT_APT_STEPS = 8.0
+
+
+def apt_costs() -> tuple[float, float, int]:
+    """(overhead s per trial, APT's mean steps, trials they rest on) from this lab's storage-APT
+    trials: overhead = duration - steady window - APT's steps x delta."""
+    rows = list(
+        Trial.objects.filter(sweep__job_type="storage_apt", status=TrialStatus.SUCCEEDED,
+                             started_at__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at").values("id", "resolved", "started_at", "finished_at")[:MAX_PAST_TRIALS]
+    )  # fmt: skip
+    steps = dict(
+        SummaryValue.objects.filter(trial_id__in=[r["id"] for r in rows], name="steps").values_list(
+            "trial_id", "value"
+        )
+    )
+    overheads = []
+    for r in rows:
+        p = r["resolved"] or {}
+        busy = float(p.get("steady") or 0) + steps.get(r["id"], 0.0) * float(p.get("delta") or 0)
+        overheads.append((r["finished_at"] - r["started_at"]).total_seconds() - busy)
+    if not overheads:
+        return DEFAULT_APT_OVERHEAD_S, DEFAULT_APT_STEPS, 0
+    mean_steps = statistics.fmean(steps.values()) if steps else DEFAULT_APT_STEPS
+    return max(0.0, statistics.median(overheads)), mean_steps, len(overheads)
+
+
+def estimate_apt_trial(resolved: dict[str, Any], overhead_s: float, steps: float) -> float:
+    search = steps * float(resolved.get("delta") or 5.0) if resolved.get("mode") == "apt" else 0.0
+    return overhead_s + search + float(resolved.get("steady") or 30.0)
+
+
+def _plan_apt(preset: presets.Preset, size: presets.Size) -> tuple[float, str]:
+    overhead, steps, n = apt_costs()
+    reps = preset.repetitions[size]
+    total = sum(estimate_apt_trial(p, overhead, steps) * reps for p in _points(preset, size))
+    if n:
+        basis = f"{overhead:.0f} s per trial and {steps:.1f} APT steps, from {n} storage-APT trials here"
+    else:
+        basis = (
+            f"{overhead:.0f} s per trial and {steps:.0f} APT steps (defaults: no storage-APT trial here yet)"
+        )
+    return total, basis
 
 
 def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | None = None) -> dict[str, Any]:
@@ -190,6 +244,12 @@ def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | Non
             if n_gaps
             else f"{per:.0f} s per condition (a default: no ratings recorded here yet)",
         }
+    slots, live = worker_slots(preset.job_type)
+    slot_text = f"{slots} live worker slot(s)" if live else "one slot (no worker is live now)"
+    if preset.job_type == "storage_apt":
+        total, basis = _plan_apt(preset, size)
+        return {"size": size, "units": preset.trial_count(size), "unit": "trials", "seconds": total / slots,
+                "per_evaluator": False, "basis": f"{basis}; {slot_text}"}  # fmt: skip
     past = past_trials() if past is None else past
     reps = preset.repetitions[size]
     counts: dict[str, int] = defaultdict(int)
@@ -198,14 +258,12 @@ def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | Non
         seconds, basis = estimate_trial(point, past)
         total += seconds * reps
         counts[basis] += reps
-    slots, live = worker_slots("rd_qoe")
     labels = {
         "measured": "at a condition measured here",
         "nearest": "from the nearest condition measured here",
         "default": "from defaults (no trial of their protocol measured here yet)",
     }
     parts = [f"{counts[b]} trials {label}" for b, label in labels.items() if counts[b]]
-    slot_text = f"{slots} live worker slot(s)" if live else "one slot (no worker is live now)"
     return {
         "size": size,
         "units": preset.trial_count(size),
@@ -234,10 +292,17 @@ def start(preset: presets.Preset, size: presets.Size, user: Any) -> tuple[str, A
     return "campaign", campaign
 
 
-def rows() -> list[dict[str, Any]]:
-    """Every preset with a plan per size, for the page."""
+def chapters() -> list[dict[str, Any]]:
+    """Every chapter's presets, each with a plan per size, for the page."""
     past = past_trials()
     return [
-        {"preset": p, "plans": [plan(p, size, past) for size in presets.SIZES]}  # type: ignore[arg-type]
-        for p in presets.CH4
+        {
+            "report": report,
+            "heading": heading,
+            "rows": [
+                {"preset": p, "plans": [plan(p, size, past) for size in presets.SIZES]}  # type: ignore[arg-type]
+                for p in chapter
+            ],
+        }
+        for report, heading, chapter in presets.CHAPTERS
     ]

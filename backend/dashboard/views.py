@@ -122,7 +122,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 @researcher_required
 def reproduce_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard/reproduce.html", {"rows": reproduce.rows()})
+    return render(request, "dashboard/reproduce.html", {"chapters": reproduce.chapters()})
 
 
 @require_POST

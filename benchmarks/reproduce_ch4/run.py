@@ -35,12 +35,6 @@ BEGIN, END = "<!-- ch4-report:begin -->", "<!-- ch4-report:end -->"
 FIGURES = ("ch4-fig46", "ch4-fig47", "ch4-fig48")
 X_PARAM = {"ch4-fig46": "rate", "ch4-fig47": "delay", "ch4-fig48": "loss"}
 METRICS = (("T_ms", "T (ms)", 1.0), ("bytes_down", "X (KB)", 1e3), ("rate_bps", "X/T (Mbit/s)", 1e6))
-CHART_READY_JS = """(key) => {
-  const canvases = [...document.querySelectorAll(`figure[data-chart-key="${key}"] canvas`)];
-  const charts = canvases.map((c) => window.Chart && window.Chart.getChart(c));
-  return charts.length > 0 && charts.every((ch) => ch && ch.data.datasets.some((d) => d.data.length)
-    && !(window.Chart.animator && window.Chart.animator.running(ch)));
-}"""
 
 
 def fmt_x(param: str, value: Any) -> str:
@@ -98,26 +92,15 @@ def screenshot_charts(
     """PNG of each preset chart of each sweep, as the dashboard draws it."""
     from playwright.sync_api import sync_playwright
 
-    IMG.mkdir(parents=True, exist_ok=True)
-    shots: dict[str, list[str]] = {}
-    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-            "--disable-component-update", "--no-first-run"]  # fmt: skip
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import dashboard_shots
+
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=args)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.goto(base + "/accounts/login/")
-        page.get_by_label("Username").fill(username)
-        page.get_by_label("Password").fill(password)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(base + "/")
-        for key, sweep_id in sweeps.items():
-            page.goto(f"{base}/sweeps/{sweep_id}/")
-            for fig in page.locator("figure[data-chart-url]").all():
-                chart = fig.get_attribute("data-chart-key")
-                page.wait_for_function(CHART_READY_JS, arg=chart, timeout=60_000)
-                name = f"{key}-{chart}.png"
-                fig.screenshot(path=str(IMG / name))
-                shots.setdefault(key, []).append(name)
+        browser, page = dashboard_shots.logged_in_page(p, base, username, password)
+        shots = {
+            key: dashboard_shots.save_charts(page, base, sweep_id, IMG, key)
+            for key, sweep_id in sweeps.items()
+        }
         browser.close()
     return shots
 

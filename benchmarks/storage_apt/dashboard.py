@@ -12,19 +12,12 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 IMG = REPO / "docs" / "img" / "storage-apt"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]  # fmt: skip
-CHART_READY_JS = """(key) => {
-  const canvases = [...document.querySelectorAll(`figure[data-chart-key="${key}"] canvas`)];
-  const charts = canvases.map((c) => window.Chart && window.Chart.getChart(c));
-  return charts.length > 0 && charts.every((ch) => ch && ch.data.datasets.some((d) => d.data.length)
-    && !(window.Chart.animator && window.Chart.animator.running(ch)));
-}"""
 # The form as a researcher fills it: grid values comma-separated, fixed values one each.
 FORM = {
     "new_experiment": "Storage APT: S1 from the dashboard",
@@ -49,24 +42,16 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=3600, help="seconds to wait for the sweep")
     args = parser.parse_args()
     base = args.base.rstrip("/")
-    IMG.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import dashboard_shots
+
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.goto(base + "/accounts/login/")
-        page.get_by_label("Username").fill(args.user)
-        page.get_by_label("Password").fill(args.password)
-        page.get_by_role("button", name="Log in").click()
-        page.wait_for_url(base + "/")
+        browser, page = dashboard_shots.logged_in_page(p, base, args.user, args.password)
         sweep = args.sweep or start_from_form(page, base)
         print(f"sweep {sweep}: {base}/sweeps/{sweep}/", flush=True)
         wait_finished(page, base, sweep, args.timeout)
-        page.goto(f"{base}/sweeps/{sweep}/")
-        for fig in page.locator("figure[data-chart-url]").all():
-            key = fig.get_attribute("data-chart-key")
-            page.wait_for_function(CHART_READY_JS, arg=key, timeout=60_000)
-            fig.screenshot(path=str(IMG / f"s1-{key}.png"))
-            print(f"saved docs/img/storage-apt/s1-{key}.png")
+        for name in dashboard_shots.save_charts(page, base, sweep, IMG, "s1"):
+            print(f"saved docs/img/storage-apt/{name}")
         page.locator("#findings").screenshot(path=str(IMG / "s1-findings.png"))
         print("saved docs/img/storage-apt/s1-findings.png")
         browser.close()

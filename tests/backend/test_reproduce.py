@@ -114,3 +114,25 @@ def test_a_bad_size_or_preset_is_a_400_and_creates_nothing(browser):
     assert browser.post("/reproduce/ch4-fig46/start/", {"size": "huge"}).status_code == 400
     assert browser.post("/reproduce/ch9-fig1/start/", {"size": "quick"}).status_code == 400
     assert not Sweep.objects.exists()
+
+
+def test_the_page_lists_the_chapter_2_experiments_with_an_estimate_from_defaults(browser):
+    page = browser.get("/reproduce/").content.decode()
+    assert "Chapter 2: storage APT" in page
+    for p in presets.CH2:
+        assert f'data-preset="{p.key}"' in page and p.figure in page
+    s1 = page.split('data-preset="ch2-s1"', 1)[1].split("</section>", 1)[0]
+    quick = s1.split('data-size="quick"', 1)[1].split("</tr>", 1)[0]
+    assert 'data-field="units">15<' in quick
+    assert "6 s per trial and 8 APT steps (defaults: no storage-APT trial here yet)" in quick
+    # 3 runs of: APT 6 + 8 x 5 + 30 s, and 4 x (6 + 30 s) for vanilla and N = 4/16/64.
+    assert reproduce.plan(presets.get("ch2-s1"), "quick")["seconds"] == 3 * (76 + 4 * 36)
+
+
+def test_one_click_starts_the_s1_sweep_with_apt_and_vanilla_once_per_run(browser):
+    resp = browser.post("/reproduce/ch2-s1/start/", {"size": "quick"})
+    sweep = Sweep.objects.get()
+    assert resp.status_code == 302 and sweep.job_type == "storage_apt" and sweep.trial_count == 15
+    assert {t.resolved["tcp_cc"] for t in sweep.trials.all()} == {"reno"}
+    page = browser.get(resp["Location"]).content.decode()
+    assert "BDL-APT" in page and 'data-finding="apt_converges"' in page

@@ -16,6 +16,7 @@ from qoelab.units import parse_duration, parse_percent, parse_rate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SWEEPS = [p for p in presets.CH4 if p.kind == "sweep"]
+APT = presets.CH2
 
 
 @pytest.mark.parametrize("preset", SWEEPS, ids=lambda p: p.key)
@@ -53,3 +54,26 @@ def test_an_unknown_preset_or_size_is_refused_by_name():
         presets.get("ch4-fig99")
     with pytest.raises(ValueError, match="size must be one of quick, full"):
         presets.get("ch4-fig46").sweep_spec("huge")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("preset", APT, ids=lambda p: p.key)
+@pytest.mark.parametrize("size", presets.SIZES)
+def test_every_chapter_2_point_is_a_valid_storage_apt_trial_run_once(preset, size):
+    spec = preset.sweep_spec(size)
+    assert spec["job_type"] == "storage_apt" and preset.report == "ch2" and "pages" not in spec["fixed"]
+    job = jobs.get("storage_apt")
+    points = preset.unique_points(size)
+    for point in points:
+        validate_params(job.params, point)
+    # sessions applies to fixed mode only: APT and vanilla run once per other condition.
+    others = len(points) // (2 + len(spec["grid"]["sessions"]))
+    assert sum(p["mode"] == "apt" for p in points) == others and all(
+        "sessions" not in p for p in points if p["mode"] != "fixed"
+    )
+    assert preset.trial_count(size) == len(points) * spec["repetitions"]
+
+
+def test_the_s1_preset_is_the_papers_figs_2_8_and_2_9_scaled():
+    quick = presets.get("ch2-s1")
+    assert quick.trial_count("quick") == (1 + 1 + 3) * 3  # APT, vanilla, N = 4/16/64; 3 runs
+    assert quick.sweep_spec("quick")["fixed"]["transport"] == "nbd"

@@ -186,7 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="example:\n  qoelab report ch4 12 13 > findings.md",
         formatter_class=_formatter,
     )
-    r.add_argument("report", metavar="REPORT", choices=_report_names(), help="which findings: ch2 (storage APT) or ch4 (remote desktop)")
+    r.add_argument(
+        "report",
+        metavar="REPORT",
+        choices=_report_names(),
+        help="which findings: ch2 (storage APT) or ch4 (remote desktop)",
+    )
     r.add_argument("sweeps", metavar="SWEEP", type=int, nargs="+", help="sweep ids (of one job type)")
     r.add_argument("--json", action="store_true", help="print the findings as JSON")
     _api_args(r)

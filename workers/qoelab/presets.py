@@ -1,5 +1,7 @@
 """One-click reproductions of a paper's experiments: sweep and rating-campaign specs at two sizes.
 
+Chapter 4 (``rd_qoe``) and chapter 2 (``storage_apt``, scaled to one host) of thesis 000.
+
 ``quick`` has fewer grid points (still one on each side of every threshold the findings check, see
 ``qoelab.findings``), 3 repetitions and 5 pages; ``full`` is the paper's grid with 10 repetitions.
 The thesis gives ranges, not grid points, for its figures (../shared/notes/seed-rd-qoe.md): the full
@@ -31,6 +33,7 @@ class Preset:
     fixed: dict[str, Any] = field(default_factory=dict)
     repetitions: dict[str, int] = field(default_factory=lambda: {"quick": 3, "full": 10})
     seed: int = 1
+    job_type: str = "rd_qoe"
 
     def sweep_spec(self, size: Size) -> dict[str, Any]:
         """A sweep spec for ``POST /api/sweeps/`` (kind ``sweep``)."""
@@ -38,10 +41,10 @@ class Preset:
             raise ValueError(f"{self.key} is a rating campaign, not a sweep")
         return {
             "experiment": {"name": f"Thesis {self.figure}: {self.title}", "description": self.description},
-            "job_type": "rd_qoe",
+            "job_type": self.job_type,
             "name": f"{self.figure} ({size})",
             "grid": {k: list(v) for k, v in self.grids[_size(size)].items()},
-            "fixed": {**self.fixed, "pages": 5},
+            "fixed": {**self.fixed, **JOB_FIXED.get(self.job_type, {})},
             "repetitions": self.repetitions[size],
             "order": "random",
             "seed": self.seed,
@@ -59,11 +62,27 @@ class Preset:
         """Rating conditions (kind ``campaign``): every combination of the grid, protocol first."""
         return [{"params": point} for point in self.points(size)]
 
+    def unique_points(self, size: Size) -> list[dict[str, Any]]:
+        """The points a sweep runs: a job type may drop parameters that do not apply to a point
+        (storage APT's ``sessions`` outside fixed mode), and points that become equal run once."""
+        if self.kind != "sweep":
+            return self.points(size)
+        from qoelab import jobs
+        from qoelab.params import validate_params
+
+        job = jobs.get(self.job_type)
+        out, seen = [], set()
+        for point in self.points(size):
+            valid = validate_params(job.params, point)
+            dropped = job.inapplicable(valid) if job.inapplicable else frozenset()
+            key = repr(sorted((k, v) for k, v in valid.model_dump(mode="json").items() if k not in dropped))
+            if key not in seen:
+                seen.add(key)
+                out.append({k: v for k, v in point.items() if k not in dropped})
+        return out
+
     def trial_count(self, size: Size) -> int:
-        n = 1
-        for values in self.grids[_size(size)].values():
-            n *= len(values)
-        return n * (self.repetitions[size] if self.kind == "sweep" else 1)
+        return len(self.unique_points(size)) * (self.repetitions[size] if self.kind == "sweep" else 1)
 
 
 def _size(size: str) -> str:
@@ -71,6 +90,9 @@ def _size(size: str) -> str:
         raise ValueError(f"size must be one of {', '.join(SIZES)}, got {size!r}")
     return size
 
+
+# What every sweep of a job type adds to its preset's fixed part (rd_qoe: the thesis' 5 screens).
+JOB_FIXED: dict[str, dict[str, Any]] = {"rd_qoe": {"pages": 5}}
 
 # The thesis' ranges, log-spaced (Figs. 4.6-4.8) and 1-5 Mbit/s of TCP throughput (Figs. 4.3/4.4).
 FULL_RATES = ["0.5mbit", "1mbit", "2mbit", "5mbit", "10mbit", "20mbit", "50mbit", "100mbit", "200mbit",
@@ -155,7 +177,86 @@ CH4: tuple[Preset, ...] = (
     ),
 )
 
-REGISTRY: dict[str, Preset] = {p.key: p for p in CH4}
+# Chapter 2 (storage APT) scaled to one 2-core host as the job type's defaults are: 200 Mbit/s
+# instead of 900, delays to 100 ms as the paper's, n_max 64 instead of 128 (docs/storage-apt.md).
+APT_MODES = ["apt", "vanilla", "fixed"]
+APT_DELAYS = ["10ms", "20ms", "40ms", "60ms", "80ms", "100ms"]
+
+CH2: tuple[Preset, ...] = (
+    Preset(
+        key="ch2-s1",
+        report="ch2",
+        figure="Figs. 2.8/2.9",
+        title="APT beside fixed N over time",
+        description="NBD reads across 200 Mbit/s with 20 ms one-way delay: goodput and active sessions "
+        "over time for APT, one session and fixed N",
+        kind="sweep",
+        grids={
+            "quick": {"mode": APT_MODES, "sessions": [4, 16, 64]},
+            "full": {"mode": APT_MODES, "sessions": [4, 8, 16, 32, 64]},
+        },
+        fixed={"transport": "nbd", "rate": "200mbit", "delay": "20ms", "steady": "30s"},
+        job_type="storage_apt",
+    ),
+    Preset(
+        key="ch2-fig210",
+        report="ch2",
+        figure="Fig. 2.10",
+        title="goodput vs bandwidth",
+        description="NBD and iSCSI at 10 ms one-way delay, 50-200 Mbit/s: APT, one session and fixed N",
+        kind="sweep",
+        grids={
+            "quick": {
+                "transport": ["nbd", "iscsi"],
+                "rate": ["50mbit", "200mbit"],
+                "mode": APT_MODES,
+                "sessions": [16, 64],
+            },
+            "full": {
+                "transport": ["nbd", "iscsi"],
+                "rate": ["50mbit", "100mbit", "150mbit", "200mbit"],
+                "mode": APT_MODES,
+                "sessions": [8, 16, 32, 64],
+            },
+        },  # fmt: skip
+        fixed={"delay": "10ms", "steady": "20s"},
+        repetitions={"quick": 2, "full": 10},
+        job_type="storage_apt",
+    ),
+    Preset(
+        key="ch2-fig211",
+        report="ch2",
+        figure="Figs. 2.11-2.15",
+        title="goodput and CPU vs delay",
+        description="NBD and iSCSI at 200 Mbit/s, 10-100 ms one-way delay: goodput, CPU load and CPU "
+        "ticks per bit for APT, one session and fixed N",
+        kind="sweep",
+        grids={
+            "quick": {
+                "transport": ["nbd", "iscsi"],
+                "delay": ["10ms", "40ms"],
+                "mode": APT_MODES,
+                "sessions": [16, 64],
+            },
+            "full": {
+                "transport": ["nbd", "iscsi"],
+                "delay": APT_DELAYS,
+                "mode": APT_MODES,
+                "sessions": [8, 16, 32, 64],
+            },
+        },  # fmt: skip
+        fixed={"rate": "200mbit", "steady": "20s"},
+        repetitions={"quick": 2, "full": 10},
+        job_type="storage_apt",
+    ),
+)
+
+REGISTRY: dict[str, Preset] = {p.key: p for p in (*CH4, *CH2)}
+# The Reproduce page's sections: (report, heading, presets).
+CHAPTERS: tuple[tuple[str, str, tuple[Preset, ...]], ...] = (
+    ("ch4", "Chapter 4: remote-desktop QoE (VNC, SPICE, X2Go)", CH4),
+    ("ch2", "Chapter 2: storage APT (parallel NBD and iSCSI sessions)", CH2),
+)
 
 
 def get(key: str) -> Preset:

@@ -26,7 +26,8 @@ def test_a_researcher_starts_a_quick_preset_and_sees_the_estimate_and_the_findin
     page.get_by_role("heading", name="Experiments").wait_for()
 
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Reproduce").click()
-    page.get_by_role("heading", name="Reproduce thesis chapter 4").wait_for()
+    page.get_by_role("heading", name="Reproduce the thesis").wait_for()
+    page.get_by_role("heading", name="Chapter 2: storage APT (parallel NBD and iSCSI sessions)").wait_for()
     quick = page.locator('[data-preset="ch4-fig46"] tr[data-size="quick"]')
     assert quick.locator('[data-field="units"]').inner_text() == "27"
     estimate = quick.locator('[data-field="estimate"]').inner_text()

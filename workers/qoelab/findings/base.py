@@ -164,31 +164,28 @@ def lower(a: Stat, b: Stat, a_name: str, b_name: str, where: str, unit: str = ""
 
 def at_most(s: Stat, bound: float, name: str, where: str) -> Comparison:
     """Does the mean lie at or below ``bound``? Decided by the whole interval being on one side."""
-    if s.n == 0:
-        return Comparison("unclear", f"no result for {name} at {where}")
-    if not s.has_ci:
-        return Comparison("unclear", f"n < 2 for {name} (n = {s.n}) at {where}, so no confidence interval")
-    assert s.ci_low is not None and s.ci_high is not None
-    shown = f"{name} {fmt_num(s.mean)} (CI {fmt_num(s.ci_low)}–{fmt_num(s.ci_high)}) at {where}"
-    if s.ci_high <= bound:
-        return Comparison("supports", shown)
-    if s.ci_low > bound:
-        return Comparison("contradicts", f"above {fmt_num(bound)}: {shown}")
-    return Comparison("unclear", f"the 95 % CI straddles {fmt_num(bound)}: {shown}")
+    return _beside(s, bound, name, where, below=True)
 
 
 def at_least(s: Stat, bound: float, name: str, where: str) -> Comparison:
     """Does the mean lie at or above ``bound``? Decided by the whole interval being on one side."""
+    return _beside(s, bound, name, where, below=False)
+
+
+def _beside(s: Stat, bound: float, name: str, where: str, below: bool) -> Comparison:
     if s.n == 0:
         return Comparison("unclear", f"no result for {name} at {where}")
     if not s.has_ci:
         return Comparison("unclear", f"n < 2 for {name} (n = {s.n}) at {where}, so no confidence interval")
     assert s.ci_low is not None and s.ci_high is not None
     shown = f"{name} {fmt_num(s.mean)} (CI {fmt_num(s.ci_low)}–{fmt_num(s.ci_high)}) at {where}"
-    if s.ci_low >= bound:
+    inside, outside = (
+        (s.ci_high <= bound, s.ci_low > bound) if below else (s.ci_low >= bound, s.ci_high < bound)
+    )
+    if inside:
         return Comparison("supports", shown)
-    if s.ci_high < bound:
-        return Comparison("contradicts", f"below {fmt_num(bound)}: {shown}")
+    if outside:
+        return Comparison("contradicts", f"{'above' if below else 'below'} {fmt_num(bound)}: {shown}")
     return Comparison("unclear", f"the 95 % CI straddles {fmt_num(bound)}: {shown}")
 
 
