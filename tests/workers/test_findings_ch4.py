@@ -381,7 +381,7 @@ def test_the_markdown_report_shows_each_verdict_claim_and_its_numbers() -> None:
     assert text.startswith("## Findings\n")
     assert "### X2Go has the lowest T at a few Mbit/s or less" in text
     assert "- claim (Fig. 4.6 (a)): " in text and "**✅ holds**" in text
-    assert "| condition | protocol | quantity | n | mean | 95 % CI |" in text
+    assert "| condition | series | quantity | n | mean | 95 % CI |" in text
     assert "| rate 1 Mbit/s | X2Go | T (ms) | 3 | 100 | 97.5 – 102 |" in text
 
 

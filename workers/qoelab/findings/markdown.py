@@ -31,7 +31,7 @@ def render_markdown(findings: Sequence[Finding], title: str = "Thesis findings",
         ]
         if f.rows:
             lines += [
-                "| condition | protocol | quantity | n | mean | 95 % CI |",
+                "| condition | series | quantity | n | mean | 95 % CI |",
                 "|---|---|---|---:|---:|---|",
             ]
             for r in f.rows:
