@@ -12,6 +12,7 @@ import contextlib
 import os
 import random
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -113,7 +114,14 @@ class Display:
         raise AssertionError("unreachable")
 
     def xdotool(self, *args: str, timeout: float = 10) -> str:
-        res = run([require_tool("xdotool", "xdotool"), *args], env=self.env(), timeout=timeout)
+        try:
+            res = run([require_tool("xdotool", "xdotool"), *args], env=self.env(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # An X server busy drawing (X2Go's agent at 10 % loss) may not answer: a setup failure
+            # the callers handle, not a crash of the trial.
+            raise SetupError(
+                f"xdotool {' '.join(args)} on {self.name} did not answer within {timeout:g} s"
+            ) from None
         if res.returncode != 0:
             raise SetupError(f"xdotool {' '.join(args)} on {self.name} failed: {res.stderr.strip()}")
         return res.stdout
