@@ -8,9 +8,10 @@
  * that are dealt round-robin (one cursor that carries over from request to request) over the
  * *active* sessions 0..K-1 and issued with the libraries' asynchronous calls while the bytes in
  * flight stay below --readahead (the MD read-ahead of the paper). Completed bytes are counted per
- * session when a piece completes, like the paper's endio hook. One single-threaded ppoll() loop
+ * session when a piece completes, like the paper's endio hook. One single-threaded epoll loop
  * serves every session's socket (in the direction its library asks for), stdin and a report
- * timer; read data lands in a fixed pool of buffers (one per in-flight slot, allocated on first
+ * timer; a session's registration changes only when it was serviced or given reads, so open but
+ * idle sessions cost nothing per wake-up (APT keeps N_MAX open and few active); read data lands in a fixed pool of buffers (one per in-flight slot, allocated on first
  * use) and is not looked at. Sessions are opened concurrently; the caller learns how many the
  * target accepted.
  *
@@ -38,6 +39,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -186,6 +188,33 @@ void complete(struct piece *p, const char *err) {
     b->free_pieces = p;
 }
 
+/* Bring a session's epoll registration in line with what its library now waits for. */
+static void watch(struct bdl *b, struct session *s) {
+    int fd = -1, ev = session_events(b, s, &fd);
+    if (s->ev >= 0 && (ev < 0 || fd != s->fd)) {
+        epoll_ctl(b->epfd, EPOLL_CTL_DEL, s->fd, NULL); /* fails harmlessly if the fd was closed */
+        s->ev = -1;
+    }
+    if (ev < 0 || ev == s->ev) return;
+    struct epoll_event e = {.events = (uint32_t)ev, .data.u64 = (uint64_t)s->idx + 1};
+    if (epoll_ctl(b->epfd, s->ev < 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &e) == 0) {
+        s->fd = fd;
+        s->ev = ev;
+    } else {
+        char msg[96];
+        snprintf(msg, sizeof msg, "cannot watch the session's socket: %s", strerror(errno));
+        fail(s, msg);
+    }
+}
+
+/* A pipe or socket on stdin is watched; a regular file or /dev/null cannot be (EPERM) and is
+   always readable, as poll() would say. */
+static void watch_stdin(struct bdl *b, int on) {
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = 0};
+    if (epoll_ctl(b->epfd, on ? EPOLL_CTL_ADD : EPOLL_CTL_DEL, 0, on ? &e : NULL) < 0 && on)
+        b->stdin_plain = 1;
+}
+
 /* Issue pieces while the read-ahead window has room. */
 static void issue(struct bdl *b) {
     while (!b->quitting && b->inflight < b->readahead && b->free_pieces) {
@@ -222,45 +251,49 @@ static void issue(struct bdl *b) {
             b->cur_req = NULL;
         }
         session_read(b, s, p, off, len);
+        watch(b, s);
         if (s->st == S_FAILED) return;
     }
 }
 
-/* One ppoll over the given sessions' sockets (and stdin when asked); services what is ready. */
-static int poll_once(struct bdl *b, int with_stdin, int64_t timeout_ns, sigset_t *mask) {
-    int nfds = 0, map[MAX_SESSIONS + 1];
-    for (int i = 0; i < b->n; i++) {
-        int fd, ev = session_events(b, &b->ss[i], &fd);
-        if (ev < 0) continue;
-        b->pfd[nfds] = (struct pollfd){.fd = fd, .events = (short)ev};
-        map[nfds++] = i;
-    }
-    if (with_stdin && b->stdin_open) {
-        b->pfd[nfds] = (struct pollfd){.fd = 0, .events = POLLIN};
-        map[nfds++] = -1;
-    }
-    if (timeout_ns < 0) timeout_ns = 0;
+/* One wait on every watched socket (and stdin while it is watched); services what is ready.
+   Returns 1 when stdin is readable, 0 otherwise, -1 on error. */
+static int poll_once(struct bdl *b, int64_t timeout_ns, sigset_t *mask) {
+    struct epoll_event evs[64];
+    int stdin_ready = b->stdin_plain && b->stdin_open;
+    if (timeout_ns < 0 || stdin_ready) timeout_ns = 0;
     struct timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
-    int r = ppoll(b->pfd, (nfds_t)nfds, &ts, mask);
-    if (r < 0) return errno == EINTR ? 0 : -1;
-    for (int k = 0; k < nfds; k++)
-        if (b->pfd[k].revents && map[k] >= 0) session_service(b, &b->ss[map[k]], b->pfd[k].revents);
-    return (with_stdin && b->stdin_open && b->pfd[nfds - 1].revents) ? 1 : 0;
+    int n = epoll_pwait2(b->epfd, evs, 64, &ts, mask);
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    for (int k = 0; k < n; k++) {
+        if (evs[k].data.u64 == 0) {
+            stdin_ready = 1;
+            continue;
+        }
+        struct session *s = &b->ss[evs[k].data.u64 - 1];
+        session_service(b, s, (short)evs[k].events);
+        watch(b, s);
+    }
+    return stdin_ready;
 }
 
 static void open_sessions(struct bdl *b, sigset_t *mask) {
     int64_t deadline = now_ns() + (int64_t)b->connect_timeout_ms * 1000000;
-    for (int i = 0; i < b->n; i++) session_start(b, &b->ss[i]);
+    for (int i = 0; i < b->n; i++) {
+        session_start(b, &b->ss[i]);
+        watch(b, &b->ss[i]);
+    }
     for (;;) {
         int pending = 0;
         for (int i = 0; i < b->n; i++) {
             struct session *s = &b->ss[i];
             session_check_connect(b, s);
+            watch(b, s);
             pending += s->st == S_CONNECTING || s->st == S_CAPACITY;
         }
         if (!pending || got_signal || now_ns() >= deadline) break;
         int64_t left = deadline - now_ns();
-        if (poll_once(b, 0, left < 100000000 ? left : 100000000, mask) < 0) break;
+        if (poll_once(b, left < 100000000 ? left : 100000000, mask) < 0) break;
     }
     int opened = 0, first_bad = -1;
     for (int i = 0; i < b->n; i++) {
@@ -315,6 +348,7 @@ static int close_idle(struct bdl *b) {
             s->st = S_CLOSING;
             if (session_close(b, s))
                 s->st = S_CLOSED;
+            watch(b, s);
         }
         open += s->st == S_READY || s->st == S_CLOSING;
     }
@@ -345,6 +379,7 @@ static void read_stdin(struct bdl *b) {
     if (r <= 0) {
         if (r < 0 && errno == EINTR) return;
         b->stdin_open = 0;
+        watch_stdin(b, 0);
         if (!b->quitting) start_quit(b);
         return;
     }
@@ -393,6 +428,7 @@ static void run(struct bdl *b, sigset_t *mask) {
     b->t0 = now_ns();
     b->next_report = b->t0 + period;
     b->stdin_open = 1;
+    watch_stdin(b, 1);
     for (;;) {
         issue(b);
         check_stalls(b);
@@ -403,14 +439,18 @@ static void run(struct bdl *b, sigset_t *mask) {
             quit_deadline = now_ns(); /* a signal: close at once */
         }
         if (b->quitting) {
+            if (b->stdin_open) { /* quitting: stdin is no longer read */
+                b->stdin_open = 0;
+                watch_stdin(b, 0);
+            }
             if (!quit_deadline) quit_deadline = now_ns() + (int64_t)QUIT_DRAIN_MS * 1000000;
             if (now_ns() >= quit_deadline || !close_idle(b)) break;
         }
         int64_t t = now_ns(), wait = b->next_report - t;
         if (b->quitting && quit_deadline - t < wait) wait = quit_deadline - t;
-        int r = poll_once(b, !b->quitting, wait, mask);
+        int r = poll_once(b, wait, mask);
         if (r < 0) {
-            perror("apt-bdl: ppoll");
+            perror("apt-bdl: epoll_pwait2");
             exit(1);
         }
         if (r > 0) read_stdin(b);
@@ -438,7 +478,7 @@ int main(int argc, char **argv) {
     sigemptyset(&block);
     sigaddset(&block, SIGTERM);
     sigaddset(&block, SIGINT);
-    sigprocmask(SIG_BLOCK, &block, &mask); /* delivered only inside ppoll: no lost wake-ups */
+    sigprocmask(SIG_BLOCK, &block, &mask); /* delivered only inside epoll_pwait2: no lost wake-ups */
     struct sigaction sa = {.sa_handler = on_signal};
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
@@ -452,11 +492,14 @@ int main(int argc, char **argv) {
     /* enough slots for the window even when short pieces (request tails, device end) are in flight */
     size_t npieces = b.readahead / b.buf_size + 2 + 2 * (b.readahead / b.request + 2);
     b.ss = calloc((size_t)b.n, sizeof *b.ss);
-    b.pfd = calloc((size_t)b.n + 1, sizeof *b.pfd);
     b.pieces = calloc(npieces, sizeof *b.pieces);
     b.reqs = calloc(npieces + 1, sizeof *b.reqs);
-    if (!b.ss || !b.pfd || !b.pieces || !b.reqs) {
+    if (!b.ss || !b.pieces || !b.reqs) {
         fprintf(stderr, "apt-bdl: out of memory\n");
+        return 1;
+    }
+    if ((b.epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        perror("apt-bdl: epoll_create1");
         return 1;
     }
     for (size_t i = 0; i < npieces; i++) {
@@ -467,7 +510,7 @@ int main(int argc, char **argv) {
         b.reqs[i].next_free = b.free_reqs;
         b.free_reqs = &b.reqs[i];
     }
-    for (int i = 0; i < b.n; i++) b.ss[i] = (struct session){.b = &b, .idx = i};
+    for (int i = 0; i < b.n; i++) b.ss[i] = (struct session){.b = &b, .idx = i, .fd = -1, .ev = -1};
 
     open_sessions(&b, &mask);
     printf("{\"event\":\"ready\",\"sessions\":%d,\"size\":%" PRIu64 ",\"protocol\":\"%s\"", b.n, b.size,

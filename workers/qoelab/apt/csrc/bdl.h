@@ -32,6 +32,7 @@ struct session {
     struct iscsi_context *isc;
     uint64_t bytes, inflight;
     int64_t waiting_since; /* the last completion, or when reads went out to an idle session */
+    int fd, ev;            /* the socket and events registered with epoll (ev -1: not registered) */
     char err[512];
 };
 struct piece {
@@ -52,12 +53,12 @@ struct bdl {
     /* state */
     struct iscsi_url *url;
     struct session *ss;
-    struct pollfd *pfd;
+    int epfd;
     struct piece *pieces, *free_pieces;
     struct request *reqs, *free_reqs, *cur_req;
     uint64_t cur_req_left, size, offset, inflight, requests_done, buf_size;
     uint32_t block;
-    int next_rr, quitting, stdin_open, multi_conn;
+    int next_rr, quitting, stdin_open, stdin_plain, multi_conn;
     int64_t t0, next_report;
     char line[512];
     size_t line_len;
