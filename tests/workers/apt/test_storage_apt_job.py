@@ -88,3 +88,11 @@ def test_every_point_of_the_example_specs_is_valid(spec):
     grid = doc.get("grid", {})
     for combo in itertools.product(*grid.values()):
         validate_params(JOB.params, {**doc.get("fixed", {}), **dict(zip(grid, combo, strict=True))})
+
+
+def test_a_session_may_owe_reads_for_four_window_drains_and_at_least_30_s():
+    from qoelab.apt.transports import stall_timeout_s
+
+    assert stall_timeout_s(128 << 20, 200e6) == 30.0  # 128 MB drains in 5.4 s at 200 Mbit/s
+    assert stall_timeout_s(128 << 20, 10e6) == pytest.approx(4 * 8 * (128 << 20) / 10e6)  # 429 s
+    assert stall_timeout_s(128 << 20, None) == 30.0  # unshaped
