@@ -80,3 +80,18 @@ def test_the_sweep_page_judges_the_chapter_2_findings_per_delay(client_for, alic
     assert "delay = 20 ms" in page and "delay = 60 ms" in page
     body = client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/").json()
     assert body["report"] == "ch2" and body["succeeded_trials"] == sweep.trials.count()
+
+
+def test_the_new_sweep_form_creates_apt_beside_fixed_n_running_apt_once_per_delay(client_for, alice) -> None:
+    from experiments.models import Sweep
+
+    form = {
+        "job_type": "storage_apt", "experiment": "", "new_experiment": "S1", "name": "", "repetitions": "2",
+        "order": "grid", "seed": "", "grid_mode": "apt, vanilla, fixed", "grid_sessions": "4, 16, 64",
+        "grid_delay": "10ms, 20ms, 40ms", "fixed_transport": "nbd", "fixed_steady": "20s",
+    }  # fmt: skip
+    r = client_for(alice).post("/sweeps/new/", form)
+    sweep = Sweep.objects.get(experiment__owner=alice)
+    assert r.status_code == 302 and r["Location"] == f"/sweeps/{sweep.pk}/"
+    assert sweep.trials.count() == 3 * (1 + 1 + 3) * 2  # delays x (APT, vanilla, N = 4/16/64) x runs
+    assert {t.resolved["steady"] for t in sweep.trials.all()} == {20.0}
