@@ -393,7 +393,7 @@ def test_a_target_that_stops_answering_surfaces_as_a_lost_session(prefix: str, p
         target.proc.send_signal(signal.SIGSTOP)
         try:
             with pytest.raises(
-                SessionLostError, match=r"no read completed for 1\.\d s with \d+ bytes outstanding"
+                SessionLostError, match=r"no read completed for \d+\.\d s with \d+ bytes outstanding"
             ):
                 read_until(layer, lambda r: False)
         finally:
