@@ -189,7 +189,7 @@ DEFAULT_APT_STEPS = 8.0
 
 def apt_costs() -> tuple[float, float, int]:
     """(overhead s per trial, APT's mean steps, trials they rest on) from this lab's storage-APT
-    trials: overhead = duration - steady window - APT's steps x delta."""
+    trials: overhead = duration - steady window - warm-up - APT's steps x delta."""
     rows = list(
         Trial.objects.filter(sweep__job_type="storage_apt", status=TrialStatus.SUCCEEDED,
                              started_at__isnull=False, finished_at__isnull=False)
@@ -203,7 +203,8 @@ def apt_costs() -> tuple[float, float, int]:
     overheads = []
     for r in rows:
         p = r["resolved"] or {}
-        busy = float(p.get("steady") or 0) + steps.get(r["id"], 0.0) * float(p.get("delta") or 0)
+        busy = float(p.get("steady") or 0) + float(p.get("warmup") or 0)
+        busy += steps.get(r["id"], 0.0) * float(p.get("delta") or 0)
         overheads.append((r["finished_at"] - r["started_at"]).total_seconds() - busy)
     if not overheads:
         return DEFAULT_APT_OVERHEAD_S, DEFAULT_APT_STEPS, 0
@@ -212,8 +213,12 @@ def apt_costs() -> tuple[float, float, int]:
 
 
 def estimate_apt_trial(resolved: dict[str, Any], overhead_s: float, steps: float) -> float:
-    search = steps * float(resolved.get("delta") or 5.0) if resolved.get("mode") == "apt" else 0.0
-    return overhead_s + search + float(resolved.get("steady") or 30.0)
+    """APT searches for steps x delta; fixed and vanilla warm up instead. Then the steady window."""
+    if resolved.get("mode") == "apt":
+        before = steps * float(resolved.get("delta") or 5.0)
+    else:
+        before = float(resolved.get("warmup") or 0.0)
+    return overhead_s + before + float(resolved.get("steady") or 30.0)
 
 
 def _plan_apt(preset: presets.Preset, size: presets.Size) -> tuple[float, str]:

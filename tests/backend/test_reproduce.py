@@ -125,8 +125,8 @@ def test_the_page_lists_the_chapter_2_experiments_with_an_estimate_from_defaults
     quick = s1.split('data-size="quick"', 1)[1].split("</tr>", 1)[0]
     assert 'data-field="units">15<' in quick
     assert "6 s per trial and 8 APT steps (defaults: no storage-APT trial here yet)" in quick
-    # 3 runs of: APT 6 + 8 x 5 + 30 s, and 4 x (6 + 30 s) for vanilla and N = 4/16/64.
-    assert reproduce.plan(presets.get("ch2-s1"), "quick")["seconds"] == 3 * (76 + 4 * 36)
+    # 3 runs of: APT 6 + 8 x 5 + 30 s, and 4 x (6 + 5 + 30 s) for vanilla and N = 4/16/64 (warm-up 5 s).
+    assert reproduce.plan(presets.get("ch2-s1"), "quick")["seconds"] == 3 * (76 + 4 * 41)
 
 
 def test_one_click_starts_the_s1_sweep_with_apt_and_vanilla_once_per_run(browser):

@@ -57,6 +57,7 @@ class AptRun:
     controller: AptController | None
     cpu: dict[str, float] | None  # ticks spent in the steady window, per side
     per_second_n: list[tuple[float, int]]
+    warmup: Interval | None = None  # fixed and vanilla: the interval before the steady window
 
     @property
     def converge_s(self) -> float | None:
@@ -74,6 +75,8 @@ class AptRun:
         }
         if link_rate_bps:
             out["utilization"] = self.steady.goodput_bps / link_rate_bps
+        if self.warmup is not None:
+            out["warmup_s"] = self.warmup.elapsed_s
         if self.controller is not None:
             ctl = self.controller
             out["steps"] = float(ctl.search_steps)
@@ -101,8 +104,13 @@ def run_modes(
     steady_s: float,
     sessions: int | None = None,
     on_step: Callable[[Step, Interval], None] | None = None,
+    warmup_s: float = 0.0,
 ) -> AptRun:
-    """Run one trial's measurement: the search (``apt``), then the steady-state window."""
+    """Run one trial's measurement: the search (``apt``), then the steady-state window.
+
+    ``fixed`` and ``vanilla`` first run ``warmup_s`` at their N, so that every mode's steady window
+    starts on warm connections (TCP past slow start, the target past its first commands), as APT's
+    does after its search."""
     steps: list[Step] = []
     intervals: list[Interval] = []
     per_second_n: list[tuple[float, int]] = []
@@ -126,12 +134,16 @@ def run_modes(
     else:
         n = 1
     transport.set_active(n)
+    warmup = None
+    if mode != "apt" and warmup_s > 0:
+        warmup = transport.measure(warmup_s)
+        per_second_n += [(t, n) for t, _ in warmup.per_second]
     before = transport.cpu_ticks()
     steady = transport.measure(steady_s)
     after = transport.cpu_ticks()
     per_second_n += [(t, n) for t, _ in steady.per_second]
     cpu = {side: after[side] - before[side] for side in after} if before and after else None
-    return AptRun(mode, steps, intervals, steady, n, ctl, cpu, per_second_n)
+    return AptRun(mode, steps, intervals, steady, n, ctl, cpu, per_second_n, warmup)
 
 
 def step_sample_values(step: Step, iv: Interval) -> dict[str, Any]:

@@ -79,6 +79,9 @@ class StorageAptParams(LinkParams):
     )
     delta: p.Duration(0.2, 600.0) = Field(default=5.0, description="measurement interval Δ (paper: 100s)")  # type: ignore[valid-type]
     steady: p.Duration(0.2, 3600.0) = Field(default=30.0, description="steady-state window after tuning")  # type: ignore[valid-type]
+    warmup: p.Duration(0.0, 600.0) = Field(  # type: ignore[valid-type]
+        default=5.0, description="fixed and vanilla: time at N before the steady window (APT's is its search)"
+    )
     stripe: p.Bytes(4096, 32 << 20) = Field(default=128 * 1024, description="stripe unit (Table 2.1: 128 KB)")  # type: ignore[valid-type]
     request: p.Bytes(4096, 1 << 30) = Field(default=10 << 20, description="application read size (10 MB)")  # type: ignore[valid-type]
     readahead: p.Bytes(4096, 1 << 30) = Field(
@@ -137,6 +140,8 @@ def inapplicable(params: StorageAptParams) -> frozenset[str]:
     out = set() if params.mode == "fixed" else {"sessions"}
     if params.mode != "apt":
         out |= APT_ONLY | ({"n_max"} if params.mode == "vanilla" else set())
+    else:
+        out.add("warmup")
     if params.transport != "synthetic":
         out.add("noise")
     return frozenset(out)
@@ -180,9 +185,11 @@ def _result(
                      step.n, iv.goodput_bps / 1e6, step.branch, bracket, step.next_n)  # fmt: skip
 
     out = run_modes(transport, params.mode, params.config(), float(params.delta), float(params.steady),
-                    sessions=params.sessions, on_step=on_step)  # fmt: skip
+                    sessions=params.sessions, on_step=on_step, warmup_s=float(params.warmup))  # fmt: skip
     series = [
-        SeriesPoint("goodput_bps", t, g) for iv in [*out.step_intervals, out.steady] for t, g in iv.per_second
+        SeriesPoint("goodput_bps", t, g)
+        for iv in [*out.step_intervals, *([out.warmup] if out.warmup else []), out.steady]
+        for t, g in iv.per_second
     ]
     series += [SeriesPoint("active_n", t, float(n)) for t, n in out.per_second_n]
     series += [
