@@ -10,6 +10,7 @@ and with ``--write-doc`` puts both into docs/storage-apt.md between its markers.
 
     .venv/bin/python benchmarks/storage_apt/run.py --reps 10        # -> benchmarks/storage_apt/results.jsonl
     .venv/bin/python benchmarks/storage_apt/run.py --report --write-doc
+    .venv/bin/python benchmarks/storage_apt/run.py --report --out F --write-doc --marker NAME  # a section
 
 Run it on a quiet host (root): both ends, the link emulator and TCP share its cores.
 """
@@ -38,7 +39,6 @@ from qoelab.params import validate_params
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "storage-apt.md"
-BEGIN, END = "<!-- storage-apt-bench:begin -->", "<!-- storage-apt-bench:end -->"
 # The issue's targets, scaled from the paper (docs/storage-apt.md).
 MAX_STEPS = 17
 NEAR_BEST = 0.90
@@ -185,6 +185,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(text)
     if args.write_doc:
         doc = DOC.read_text()
+        BEGIN, END = f"<!-- {args.marker}:begin -->", f"<!-- {args.marker}:end -->"
         if BEGIN not in doc or END not in doc:
             print(f"{DOC}: the markers {BEGIN} and {END} are missing", file=sys.stderr)
             return 1
@@ -198,6 +199,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "storage_apt" / "results.jsonl"))
     parser.add_argument("--report", action="store_true", help="summarise --out instead of running")
     parser.add_argument("--write-doc", action="store_true", help="with --report: update docs/storage-apt.md")
+    parser.add_argument(
+        "--marker", default="storage-apt-bench", help="which marked section --write-doc fills"
+    )
     parser.add_argument(
         "--protocols", nargs="+", default=["nbd", "iscsi"], choices=("nbd", "iscsi", "synthetic")
     )
