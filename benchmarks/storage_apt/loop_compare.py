@@ -27,11 +27,10 @@ SOURCES = ("bdl.c", "bdl.h", "session.c")
 def build_ppoll(workdir: Path) -> Path:
     for name in SOURCES:
         spec = f"{PPOLL_COMMIT}:workers/qoelab/apt/csrc/{name}"
-        text = subprocess.run(
+        shown = subprocess.run(
             ["git", "-C", str(REPO), "show", spec], capture_output=True, text=True, check=True
         )
-        text = text.stdout
-        (workdir / name).write_text(text)
+        (workdir / name).write_text(shown.stdout)
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libnbd", "libiscsi"], capture_output=True,
                            text=True, check=True).stdout.split()  # fmt: skip
     binary = workdir / "apt-bdl-ppoll"
