@@ -182,6 +182,15 @@ CH4: tuple[Preset, ...] = (
 APT_MODES = ["apt", "vanilla", "fixed"]
 APT_DELAYS = ["10ms", "20ms", "40ms", "60ms", "80ms", "100ms"]
 
+
+def _both_transports(axis: str, quick: list[str], full: list[str]) -> dict[str, dict[str, list[Any]]]:
+    """NBD and iSCSI over ``axis``: APT, vanilla and two fixed N (quick) or four (full)."""
+    return {
+        "quick": {"transport": ["nbd", "iscsi"], axis: quick, "mode": APT_MODES, "sessions": [16, 64]},
+        "full": {"transport": ["nbd", "iscsi"], axis: full, "mode": APT_MODES, "sessions": [8, 16, 32, 64]},
+    }
+
+
 CH2: tuple[Preset, ...] = (
     Preset(
         key="ch2-s1",
@@ -205,20 +214,7 @@ CH2: tuple[Preset, ...] = (
         title="goodput vs bandwidth",
         description="NBD and iSCSI at 10 ms one-way delay, 50-200 Mbit/s: APT, one session and fixed N",
         kind="sweep",
-        grids={
-            "quick": {
-                "transport": ["nbd", "iscsi"],
-                "rate": ["50mbit", "200mbit"],
-                "mode": APT_MODES,
-                "sessions": [16, 64],
-            },
-            "full": {
-                "transport": ["nbd", "iscsi"],
-                "rate": ["50mbit", "100mbit", "150mbit", "200mbit"],
-                "mode": APT_MODES,
-                "sessions": [8, 16, 32, 64],
-            },
-        },  # fmt: skip
+        grids=_both_transports("rate", ["50mbit", "200mbit"], ["50mbit", "100mbit", "150mbit", "200mbit"]),
         fixed={"delay": "10ms", "steady": "20s"},
         repetitions={"quick": 2, "full": 10},
         job_type="storage_apt",
@@ -231,20 +227,7 @@ CH2: tuple[Preset, ...] = (
         description="NBD and iSCSI at 200 Mbit/s, 10-100 ms one-way delay: goodput, CPU load and CPU "
         "ticks per bit for APT, one session and fixed N",
         kind="sweep",
-        grids={
-            "quick": {
-                "transport": ["nbd", "iscsi"],
-                "delay": ["10ms", "40ms"],
-                "mode": APT_MODES,
-                "sessions": [16, 64],
-            },
-            "full": {
-                "transport": ["nbd", "iscsi"],
-                "delay": APT_DELAYS,
-                "mode": APT_MODES,
-                "sessions": [8, 16, 32, 64],
-            },
-        },  # fmt: skip
+        grids=_both_transports("delay", ["10ms", "40ms"], APT_DELAYS),
         fixed={"rate": "200mbit", "steady": "20s"},
         repetitions={"quick": 2, "full": 10},
         job_type="storage_apt",
