@@ -23,10 +23,10 @@ FORM = {
     "new_experiment": "Storage APT: S1 from the dashboard",
     "name": "S1 NBD 200 Mbit/s, APT beside fixed N, 10-40 ms",
     "grid_mode": "apt, vanilla, fixed",
-    "grid_sessions": "4, 16, 64",
+    "grid_sessions": "4, 64",
     "grid_delay": "10ms, 20ms, 40ms",
     "fixed_transport": "nbd",
-    "fixed_steady": "20s",
+    "fixed_steady": "15s",
     "repetitions": "2",
 }
 

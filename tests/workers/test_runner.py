@@ -69,6 +69,9 @@ def _echo(p: Echo, ctx: TrialContext) -> TrialResult:
         proc = subprocess.Popen(["sleep", "300"])
         (ctx.workdir / "child.pid").write_text(str(proc.pid))
         ctx.add_artifact(ctx.workdir / "child.pid", "json")
+    if p.behaviour == "empty-log":
+        (ctx.workdir / "helper.log").write_text("")
+        ctx.add_artifact(ctx.workdir / "helper.log", "log")
     if p.behaviour == "netns":
         from pyroute2 import netns
 
@@ -233,3 +236,10 @@ def test_it_removes_namespaces_a_failed_runner_left_behind(tmp_path: Path) -> No
     rec = _run(tmp_path, _claim(rate="1mbit", behaviour="netns"), cleanup=runner.cleanup_prefix)
     assert rec.outcome[1:3] == ("failed", "link verification failed")
     assert not [n for n in netns.listnetns() if n.startswith("qt41a")]
+
+
+def test_an_empty_artifact_is_not_uploaded_and_the_log_says_so(tmp_path: Path) -> None:
+    rec = _run(tmp_path, _claim(rate="1mbit", behaviour="empty-log"))
+    assert rec.outcome[1] == "succeeded"
+    assert "helper.log" not in [u[1] for u in rec.uploads]
+    assert "artifact helper.log (log) is empty; not uploaded" in rec.log_text()

@@ -273,6 +273,9 @@ def _upload(client: Reporter, trial_id: str, artifacts: list[ArtifactFile], tlog
         if not path.is_file():
             tlog.warning("artifact %s (%s) does not exist; not uploaded", path.name, art.kind)
             continue
+        if path.stat().st_size == 0:  # the backend keeps no empty files (a quiet helper's log)
+            tlog.info("artifact %s (%s) is empty; not uploaded", path.name, art.kind)
+            continue
         try:
             client.upload_artifact(trial_id, path, art.kind)
             tlog.info("uploaded %s (%s, %d bytes)", path.name, art.kind, path.stat().st_size)
