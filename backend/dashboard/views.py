@@ -184,7 +184,8 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     presets = [
         {"spec": c, "url": f"{chart_base}?preset={c.key}"}
         for c in (job.charts if job else ())
-        if c.x in sweep.grid  # a preset whose x is not swept here would be a single point
+        # A preset whose x is not swept here would be a single point; a time series (x = t) needs none.
+        if c.x in sweep.grid or c.source == "series"
     ]
     first = sweep.trials.values_list("resolved", flat=True).first() or {}
     numeric = [p for p in swept if type(first.get(p)) in (int, float)]  # bool is not a number here

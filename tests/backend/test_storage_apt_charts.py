@@ -78,6 +78,10 @@ def test_the_sweep_page_judges_the_chapter_2_findings_per_delay(client_for, alic
     for name in ("apt_converges", "apt_near_best_fixed", "apt_fills_link"):
         assert page.count(f'data-finding="{name}"') == 2, name
     assert "delay = 20 ms" in page and "delay = 60 ms" in page
+    # Figs. 2.8/2.9 are time series: shown although no sweep swaps "t".
+    for key in ("fig28", "fig29", "fig211", "fig212", "fig214"):
+        assert f'data-chart-key="{key}"' in page, key
+    assert 'data-chart-key="fig210"' not in page  # one rate: goodput vs bandwidth would be one point
     body = client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/").json()
     assert body["report"] == "ch2" and body["succeeded_trials"] == sweep.trials.count()
 
