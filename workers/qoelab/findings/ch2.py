@@ -22,6 +22,7 @@ from qoelab.findings.base import (
     at_least,
     at_most,
     fmt_num,
+    fmt_value,
     lower,
     mean_ci,
 )
@@ -61,7 +62,7 @@ def _fixed_series(sc: Scope) -> dict[int, list[Mapping[str, Any]]]:
 
 
 def _where(sc: Scope) -> str:
-    return ", ".join(f"{k} {v}" for k, v in sc.scope.items()) or "these runs"
+    return ", ".join(f"{k} {fmt_value(k, v)}" for k, v in sc.scope.items()) or "these runs"
 
 
 # ---- 1: convergence ------------------------------------------------------------------------------
