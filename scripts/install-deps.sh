@@ -10,7 +10,8 @@ mkdir -p "$STATE"
 # (make vm-image), nftables (X2Go in VM mode: DNAT to the guest's sshd); remote desktops: TigerVNC,
 # TightVNC viewer, Xspice (spiceqxl) + remote-viewer, X2Go server/client, xdotool, xsetroot (tests),
 # ffmpeg (recordings); storage APT: nbdkit and tgt (NBD and iSCSI targets), libnbd-dev and libiscsi-dev
-# (the apt-bdl helper), libiscsi-bin (iscsi-ls, iscsi-inq for checking a target by hand);
+# (the apt-bdl helper), libiscsi-bin (iscsi-ls, iscsi-inq for checking a target by hand); offload
+# emulation (VOSE): libssl-dev (the vose-pair helper's SHA-1 and AES), ethtool (checksum offload flags);
 # services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv.
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
@@ -20,7 +21,7 @@ DEB_PACKAGES=(
   x2goserver x2goserver-xsession pyhoca-cli openssh-server
   xdotool x11-apps x11-utils x11-xserver-utils ffmpeg socat spice-html5
   qemu-system-x86 qemu-utils debootstrap e2fsprogs nftables
-  nbdkit tgt libnbd-dev libiscsi-dev libiscsi-bin
+  nbdkit tgt libnbd-dev libiscsi-dev libiscsi-bin libssl-dev ethtool
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core
 )
@@ -74,4 +75,8 @@ fi
 # The storage APT block-device layer helper (C, libnbd and libiscsi).
 if [ -f workers/qoelab/apt/csrc/Makefile ]; then
   make -s -C workers/qoelab/apt/csrc
+fi
+# The VOSE record pair (C, libcrypto).
+if [ -f workers/qoelab/vose/csrc/Makefile ]; then
+  make -s -C workers/qoelab/vose/csrc
 fi
