@@ -77,11 +77,18 @@
   // Builds Chart.js datasets from a chart.json payload; exported for the dashboard's own checks.
   // A categorical x is drawn on a linear axis at 0, 1, 2, … (labelled by axis()), so the error
   // bars and tooltips work as for numbers; its points are not joined by lines.
+  // A series with no x at all (the x parameter does not apply to it, as speedup does not to Fig.
+  // 3.11's software and hardware runs) is a reference: a dashed line at its mean across the chart.
+  function isReference(s) {
+    return s.points.length > 0 && s.points.every((p) => p.x == null);
+  }
+
   function datasets(payload) {
     const xs = payload.x_scale || 1;
     const ys = payload.y_scale || 1;
     const cats = categories(payload);
-    const out = payload.series.map((s, i) => {
+    const refs = payload.series.filter(isReference);
+    const out = payload.series.filter((s) => !isReference(s)).map((s, i) => {
       const color = PALETTE[i % PALETTE.length];
       const points = s.points
         .map((p) => ({
@@ -105,6 +112,26 @@
         pointHoverRadius: 6,
         qoelabErrorBars: true,
       };
+    });
+    const spanX = out.flatMap((d) => d.data.map((p) => p.x));
+    refs.forEach((s, i) => {
+      const mean = s.points.reduce((a, p) => a + p.mean, 0) / s.points.length / ys;
+      if (!spanX.length || !Number.isFinite(mean)) return;
+      const color = PALETTE[(out.length + i) % PALETTE.length];
+      out.push({
+        label: s.label,
+        data: [
+          { x: Math.min(...spanX), y: mean },
+          { x: Math.max(...spanX), y: mean },
+        ],
+        borderColor: color,
+        backgroundColor: color,
+        borderDash: [6, 4],
+        borderWidth: 1.5,
+        pointRadius: 0,
+        showLine: true,
+        qoelabErrorBars: false,
+      });
     });
     if (payload.identity) {
       const all = out.flatMap((d) => d.data.flatMap((p) => [p.x, p.y]));

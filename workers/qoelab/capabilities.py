@@ -233,6 +233,30 @@ def _storage_caps(reasons: dict[str, str]) -> dict[str, bool]:
     return caps
 
 
+def _vose_caps(reasons: dict[str, str]) -> dict[str, bool]:
+    """Offload emulation: the vose-pair helper and ethtool; the accelerated instructions a hardware
+    run compares against (AES-NI, SHA-NI) as their own flags."""
+    from qoelab.vose.pair import NOT_BUILT, binary_path
+
+    helper = os.access(binary_path(), os.X_OK)
+    ethtool = bool(shutil.which("ethtool") or Path("/usr/sbin/ethtool").exists())
+    caps = {"vose": helper and ethtool}
+    if not helper:
+        reasons["vose"] = NOT_BUILT
+    elif not ethtool:
+        reasons["vose"] = "ethtool is not installed (Debian package 'ethtool')"
+    try:
+        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
+                         if line.startswith("flags")).split(":", 1)[1].split())  # fmt: skip
+    except (OSError, StopIteration):
+        flags = set()
+    for cap, flag, name in (("vose.aesni", "aes", "AES-NI"), ("vose.sha_ni", "sha_ni", "SHA-NI")):
+        caps[cap] = caps["vose"] and flag in flags
+        if not caps[cap]:
+            reasons[cap] = reasons.get("vose") or f"this CPU has no {name}"
+    return caps
+
+
 def detect(probe_kvm: bool = True) -> dict[str, Any]:
     """Host facts, ``capabilities`` {name: bool}, ``reasons`` {name: why False}, ``versions``."""
     caps, reasons = _emulation_caps()
@@ -259,6 +283,7 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
     if not caps["vm"]:
         reasons["vm"] = vm["image_note"] if not vm["image"] else "QEMU missing or neither KVM nor TCG allowed"
     caps.update(_storage_caps(reasons))
+    caps.update(_vose_caps(reasons))
     for cap, (programs, package) in RD_TOOLS.items():
         caps[cap] = any(shutil.which(p) for p in programs)
         if not caps[cap]:

@@ -74,15 +74,19 @@ def default_job_lookup(name: str) -> JobType:
 def cleanup_prefix(prefix: str) -> list[str]:
     """Remove what trials left under ``prefix``: remote-desktop processes, session files, guests and
     their overlays first (they run inside the namespaces), then namespaces, links, emulators and
-    storage targets' processes, then the targets' files."""
+    storage targets' processes, then the targets' files and VOSE's CPU quotas."""
     from qoelab.apt.targets import cleanup_leftovers as cleanup_storage
     from qoelab.emulation.cleanup import cleanup_leftovers as cleanup_link
     from qoelab.rd.cleanup import cleanup_leftovers as cleanup_rd
     from qoelab.vm.guest import cleanup_leftovers as cleanup_vm
+    from qoelab.vose.host import remove_leftover_quotas
 
     removed = list(cleanup_rd(prefix) or []) + list(cleanup_vm(prefix) or [])
     # Storage targets' processes carry the link's marker; their files go after them.
-    return removed + list(cleanup_link(prefix) or []) + cleanup_storage(prefix)
+    # VOSE's CPU quotas (cgroups) go once their processes are gone.
+    return (
+        removed + list(cleanup_link(prefix) or []) + cleanup_storage(prefix) + remove_leftover_quotas(prefix)
+    )
 
 
 @contextlib.contextmanager

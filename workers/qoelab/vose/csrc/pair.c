@@ -8,7 +8,9 @@
  *
  * Modes: software (every piece in software, SHA-NI masked), hardware (the device's pieces with
  * AES-NI / SHA-NI), vose (the device's pieces skipped on both ends and T busy-waited per record),
- * inf (skipped, no wait). Both ends agree on mode, device, record and seed in a handshake.
+ * inf (skipped, no wait). Waits: busy spins on the clock and moves its deadline past interruptions
+ * (the device's work would have waited for them), busy_wall keeps a wall-clock deadline (the thesis'
+ * loop), sleep sleeps. Both ends agree on mode, device, record and seed in a handshake.
  * Output: one JSON object per line on stdout; errors as one sentence on stderr.
  * Exit codes: 0 ok, 2 usage, 3 integrity, 4 handshake refused, 5 network or system. */
 #define _GNU_SOURCE
@@ -120,6 +122,15 @@ static double rusage_s(int who, int sys) {
 
 static double ns_of(double ticks) { return ticks / TB.ticks_per_ns; }
 
+/* A spin iteration here is one clock read; ten of them, and at least 250 ns, without the loop
+ * getting round means something else ran on the core. */
+static uint64_t interruption_gap(void) {
+  uint64_t t0 = now_ticks(), t1 = t0;
+  for (int i = 0; i < 1000; i++) t1 = now_ticks();
+  uint64_t ten = (t1 - t0) / 100, floor = (uint64_t)(250 * TB.ticks_per_ns);
+  return ten > floor ? ten : floor;
+}
+
 /* ---- calibration ---- */
 
 static int cmp_u64(const void *a, const void *b) {
@@ -179,9 +190,10 @@ static void calibrate(const struct opts *o) {
   /* The wait's own granularity: ticks per iteration of the spin, and how late each kind returns. */
   uint64_t target = (uint64_t)(10000 * TB.ticks_per_ns), iters = 0, late_busy = 0, late_sleep = 0;
   for (int i = 0; i < 200; i++) {
-    uint64_t t0 = now_ticks();
-    iters += busy_wait(target);
-    late_busy += now_ticks() - t0 - target;
+    uint64_t t0 = now_ticks(), t1;
+    uint64_t ignored = 0;
+    iters += busy_wait(t0, target, &t1, &ignored);
+    late_busy += t1 - t0 - target;
   }
   for (int i = 0; i < 50; i++) {
     uint64_t t0 = now_ticks();
@@ -217,15 +229,15 @@ static void fill_hello(struct hello *h, const struct opts *o) {
 }
 
 struct meter {
-  uint64_t start, next, tick, records, bytes, waited, waits, spins;
+  uint64_t start, next, tick, records, bytes, waited, waits, spins, stolen;
   const char *role;
 };
 
 static void meter_print(struct meter *m, const char *type, uint64_t now) {
   printf("{\"type\":\"%s\",\"role\":\"%s\",\"t\":%.6f,\"records\":%llu,\"bytes\":%llu,\"busy_ns\":%.0f,"
-         "\"waits\":%llu,\"utime_s\":%.6f,\"stime_s\":%.6f,\"cpu\":%d",
+         "\"stolen_ns\":%.0f,\"waits\":%llu,\"utime_s\":%.6f,\"stime_s\":%.6f,\"cpu\":%d",
          type, m->role, ns_of((double)(now - m->start)) / 1e9, (unsigned long long)m->records,
-         (unsigned long long)m->bytes, ns_of((double)m->waited), (unsigned long long)m->waits,
+         (unsigned long long)m->bytes, ns_of((double)m->waited), ns_of((double)m->stolen), (unsigned long long)m->waits,
          rusage_s(RUSAGE_THREAD, 0), rusage_s(RUSAGE_THREAD, 1), sched_getcpu());
 }
 
@@ -237,12 +249,17 @@ static void meter_maybe(struct meter *m, uint64_t now) {
   while (m->next <= now) m->next += m->tick;
 }
 
+/* One clock read before and the spin's own last read after: the accounting adds no third read. */
 static void emulate(struct meter *m, uint64_t ticks, int sleep) {
   if (!ticks) return;
-  uint64_t t0 = now_ticks();
-  if (sleep) sleep_wait(ticks);
-  else m->spins += busy_wait(ticks);
-  m->waited += now_ticks() - t0;
+  uint64_t t0 = now_ticks(), t1;
+  if (sleep) {
+    sleep_wait(ticks);
+    t1 = now_ticks();
+  } else {
+    m->spins += busy_wait(t0, ticks, &t1, &m->stolen);
+  }
+  m->waited += t1 - t0;
   m->waits++;
 }
 
@@ -434,7 +451,8 @@ int main(int argc, char **argv) {
   }
   if (o.record < 256 || o.record > 65536) die(EX_USAGE, "--record must be 256 to 65536 bytes, got %zu", o.record);
   if (o.t_ns < 0 || o.t_ns > 1e9) die(EX_USAGE, "--t-ns must be 0 to 1e9, got %g", o.t_ns);
-  if (strcmp(o.wait, "busy") && strcmp(o.wait, "sleep")) die(EX_USAGE, "--wait must be busy or sleep, got %s", o.wait);
+  if (strcmp(o.wait, "busy") && strcmp(o.wait, "busy_wall") && strcmp(o.wait, "sleep"))
+    die(EX_USAGE, "--wait must be busy, busy_wall or sleep, got %s", o.wait);
   if (o.samples < 10) die(EX_USAGE, "--samples must be at least 10, got %d", o.samples);
   if (o.tick <= 0) die(EX_USAGE, "--tick must be positive, got %g", o.tick);
   dev = device_by_name(o.device);
@@ -459,6 +477,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   plan(&o);
+  if (!strcmp(o.wait, "busy")) STOLEN_GAP_TICKS = interruption_gap();
   if (o.t_ns > 0 && strcmp(o.mode, "vose"))
     die(EX_USAGE, "--t-ns is the emulated device time of mode vose; mode %s does not wait", o.mode);
   choose_sha1((W.sw & P_SHA1) != 0, argv);

@@ -37,9 +37,12 @@ struct timebase {
 extern struct timebase TB;
 void timebase_init(void);
 uint64_t now_ticks(void);
-/* Spin until `ticks` have passed, re-reading the clock each iteration (the loop the thesis' Fig.
- * 3.4 meant); returns the iterations, so the granularity can be measured. */
-uint64_t busy_wait(uint64_t ticks);
+/* Spin until `ticks` after `start`, re-reading the clock each iteration (the loop the thesis' Fig.
+ * 3.4 meant); returns the iterations, so the granularity can be measured, and the last reading. */
+uint64_t busy_wait(uint64_t start, uint64_t ticks, uint64_t *end, uint64_t *stolen);
+/* A gap between two clock reads of the spin longer than this is an interruption (set by pair.c
+ * from the measured iteration time; UINT64_MAX = never). */
+extern uint64_t STOLEN_GAP_TICKS;
 void sleep_wait(uint64_t ticks);
 
 void prims_init(void);

@@ -1,0 +1,1 @@
+"""VOSE: offload emulation between a pinned sender and receiver in two namespaces."""
