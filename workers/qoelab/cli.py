@@ -33,6 +33,7 @@ examples:
   qoelab rd bench --protocol spice --rate 1mbit --delay 10ms --pages 3
   qoelab rd analyze capture.pcap --clicks clicks.json
   qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64
+  qoelab vose validate --primitive aes
 
 environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
 QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
@@ -204,11 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     from qoelab.apt import cli as apt_cli
     from qoelab.emulation import cli as emulation_cli
     from qoelab.rd import analyze_cli, bench_cli
+    from qoelab.vose import cli as vose_cli
 
     emulation_cli.register(sub)
     analyze_cli.register(sub)
     bench_cli.register(sub)
     apt_cli.register(sub)
+    vose_cli.register(sub)
     return p
 
 

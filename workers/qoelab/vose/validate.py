@@ -1,0 +1,86 @@
+"""Validate VOSE against a real accelerator, as the thesis validated it against a NIC (§3.5.3).
+
+For ``aes`` and ``sha1`` the accelerator is the CPU's own (AES-NI, SHA-NI): software, hardware, and
+vose at this host's measured speedup T_software / T_hardware, so the emulated device takes exactly
+the hardware's time per record. For ``checksum`` it is veth's checksum offload (T = 0): vose at the
+measured speedup (inf) against hardware, and vose at speedup 1 against software (the question the
+thesis left open, seed-vose.md §1.6). The error is (vose - reference) / reference, per metric.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from qoelab.vose.pair import PRIMITIVE_DEVICE
+from qoelab.vose.trial import VoseRun, run_trial
+
+METRICS = ("throughput_bps", "cpu_sender", "cpu_receiver")
+BOUNDS_PCT = {"throughput": 3.0, "cpu_sender": 5.0, "cpu_receiver": 5.0}  # the thesis' upper bounds
+
+
+def cases(primitive: str) -> dict[str, dict[str, Any]]:
+    """Case name -> the VoseRun fields that differ from the base run."""
+    if primitive not in PRIMITIVE_DEVICE:
+        raise ValueError(f"primitive must be one of {', '.join(PRIMITIVE_DEVICE)}, got {primitive!r}")
+    out: dict[str, dict[str, Any]] = {
+        "software": {"mode": "software"},
+        "hardware": {"mode": "hardware"},
+        "vose": {"mode": "vose", "speedup": "measured"},
+    }
+    if primitive == "checksum":
+        out["vose_speedup1"] = {"mode": "vose", "speedup": 1.0}
+    return out
+
+
+def base_run(primitive: str, duration_s: float, record: int = 1448, **fields: Any) -> VoseRun:
+    path = "kernel_csum" if primitive == "checksum" else "app"
+    return VoseRun(path=path, device=PRIMITIVE_DEVICE[primitive], duration_s=duration_s, record=record,
+                   **fields)  # fmt: skip
+
+
+def error_pct(got: dict[str, float], ref: dict[str, float]) -> dict[str, float]:
+    """Signed relative error of each metric, in percent of the reference."""
+    names = {"throughput_bps": "throughput", "cpu_sender": "cpu_sender", "cpu_receiver": "cpu_receiver"}
+    return {names[m]: 100.0 * (got[m] - ref[m]) / ref[m] for m in METRICS if ref.get(m)}
+
+
+def _mean(runs: list[dict[str, float]]) -> dict[str, Any]:
+    out: dict[str, Any] = {"n": len(runs)}
+    for key in sorted({k for r in runs for k in r}):
+        values = [r[key] for r in runs if key in r]
+        out[key] = statistics.fmean(values)
+        if len(values) > 1 and key in METRICS:
+            out[f"{key}_sd"] = statistics.stdev(values)
+    return out
+
+
+def validate(
+    primitive: str,
+    prefix_for: Callable[[], str],
+    duration_s: float = 10.0,
+    reps: int = 1,
+    record: int = 1448,
+    on_run: Callable[[str, int, dict[str, float]], None] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """Run every case ``reps`` times, interleaved (so drift hits all alike), and compare."""
+    base = base_run(primitive, duration_s, record, **fields)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in cases(primitive)}
+    for rep in range(reps):
+        for name, change in cases(primitive).items():
+            summary = run_trial(replace(base, **change), prefix_for()).summary
+            runs[name].append(summary)
+            if on_run is not None:
+                on_run(name, rep, summary)
+    out: dict[str, Any] = {name: _mean(rs) for name, rs in runs.items()}
+    out["error_pct"] = error_pct(out["vose"], out["hardware"])
+    if "vose_speedup1" in out:
+        out["error_pct_speedup1_vs_software"] = error_pct(out["vose_speedup1"], out["software"])
+    out["within_bounds"] = all(abs(out["error_pct"].get(k, 0.0)) <= b for k, b in BOUNDS_PCT.items())
+    out["bounds_pct"] = BOUNDS_PCT
+    out["primitive"], out["device"], out["path"] = primitive, base.device, base.path
+    out["runs"] = runs
+    return out
