@@ -71,18 +71,33 @@ class VoseParams(LinkParams):
         default=1.0, ge=0.1, le=1.0, description="CPU bandwidth quota per end (the stand-in for frequency)"
     )
     sender_cpu: int = Field(default=0, ge=0, le=1023, description="core the sender is pinned to")
-    receiver_cpu: int = Field(default=1, ge=0, le=1023, description="core the receiver is pinned to")
+    receiver_cpu: int = Field(
+        default=1, ge=0, le=1023, validate_default=True, description="core the receiver is pinned to"
+    )
     calibration_samples: int = Field(default=2000, ge=100, le=100000, description="timed records per stage")
     rps: bool = Field(default=True, description="steer each end's receive processing to its own core")
+    calibration: Literal["stream", "offline"] = Field(
+        default="stream",
+        description="T_software from the work timed inside short streams on this path (stream, as the "
+        "thesis timed its functions in place) or from a tight loop on one record (offline)",
+    )
 
-    @field_validator("speedup", "speedup_r")
+    @field_validator("speedup", "speedup_r", mode="before")
     @classmethod
-    def _speedup_bounds(cls, value: Any) -> Any:
-        if value is None or value in ("inf", "measured"):
+    def _speedup_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        # Before the type: a word that is neither a number nor a keyword is one error on the field
+        # itself, not one per branch of the union (speedup.float, speedup.literal[...]).
+        words = ("inf", "measured") if info.field_name == "speedup" else ("inf",)
+        if value in words or (value is None and info.field_name == "speedup_r"):
             return value
-        if not (isinstance(value, int | float) and math.isfinite(value)) or not 1 <= value <= SPEEDUP_MAX:
-            raise ValueError(f"must be 1 to {SPEEDUP_MAX:g} or inf, got {value!r}")
-        return float(value)
+        try:
+            x = math.nan if isinstance(value, bool) else float(value)
+        except (TypeError, ValueError):
+            x = math.nan
+        if not (x == math.inf or 1 <= x <= SPEEDUP_MAX):
+            allowed = f"1 to {SPEEDUP_MAX:g}" + (", inf or measured" if len(words) == 2 else " or inf")
+            raise ValueError(f"must be {allowed}, got {value!r}")
+        return x
 
     @field_validator("device")
     @classmethod
@@ -113,7 +128,7 @@ class VoseParams(LinkParams):
                        speedup_r=speedup_r, record=self.record, wait=self.wait,
                        duration_s=float(self.duration), cpu_quota=self.cpu_quota, sender_cpu=self.sender_cpu,
                        receiver_cpu=self.receiver_cpu, calibration_samples=self.calibration_samples,
-                       rps=self.rps, profile=self.to_profile())  # fmt: skip
+                       rps=self.rps, calibration=self.calibration, profile=self.to_profile())  # fmt: skip
 
 
 def requires_for(params: VoseParams) -> frozenset[str]:
@@ -130,7 +145,7 @@ def inapplicable(params: VoseParams) -> frozenset[str]:
     """Speedup and wait shape only vose runs; the kernel path's device is the kernel's checksum."""
     out = set() if params.mode == "vose" else {"speedup", "speedup_r", "wait"}
     if params.path == "kernel_csum":
-        out.add("device")
+        out |= {"device", "calibration"}  # the kernel's work cannot be timed in place from user space
     return frozenset(out)
 
 

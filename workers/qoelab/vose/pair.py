@@ -7,6 +7,7 @@ record's work with those pieces done, minus the median with nothing done (the ti
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -87,13 +88,15 @@ class Calibration:
     stages: dict[tuple[str, str, str], Stage] = field(default_factory=dict)  # (impl, side, stage)
     clock: dict[str, Any] = field(default_factory=dict)
     wait: dict[str, Any] = field(default_factory=dict)
+    stream: dict[str, Any] = field(default_factory=dict)  # set_stream(): the in-stream timings
 
     def add(self, lines: Sequence[dict[str, Any]]) -> None:
         head = next((d for d in lines if d.get("type") == "calibration"), None)
         if head is None:
             raise PairError("vose-pair calibrate printed no calibration header")
         impl = head["impl"]
-        self.clock = {k: head[k] for k in ("clock", "invariant_tsc", "ticks_per_ns", "aesni")}
+        # update, not replace: the software run's sha1_software must survive the hardware run's add
+        self.clock.update({k: head[k] for k in ("clock", "invariant_tsc", "ticks_per_ns", "aesni")})
         self.clock[f"sha1_{impl}"] = head.get("sha1")
         for d in lines:
             if d.get("type") == "stage":
@@ -102,8 +105,18 @@ class Calibration:
             elif d.get("type") == "wait" and impl == "software":
                 self.wait = {k: v for k, v in d.items() if k != "type"}
 
+    def set_stream(self, device: str, work_ns: dict[str, dict[str, float]]) -> None:
+        """Per-record work timed inside short streams, {impl: {side: median ns}} with impl software,
+        hardware and inf (nothing done): T of ``device`` is then impl minus inf, as measured in place."""
+        self.stream = {"device": device, "work_ns": work_ns}
+
     def device_ns(self, device: str, side: str, impl: str = "software") -> float:
-        """T of the device's pieces per record on ``side`` (send|recv), floor subtracted, never < 0."""
+        """T of the device's pieces per record on ``side`` (send|recv), never < 0: from the streams when
+        they timed this device (work with the device's pieces minus work without them), else from
+        the tight-loop stages (median minus the timing floor)."""
+        stream = self.stream
+        if stream and stream["device"] == device and impl in stream["work_ns"] and "inf" in stream["work_ns"]:
+            return max(0.0, stream["work_ns"][impl][side] - stream["work_ns"]["inf"][side])
         try:
             work = self.stages[(impl, side, device)].median_ns
             floor = self.stages[(impl, side, "none")].median_ns
@@ -208,9 +221,15 @@ class PairProcess:
         self._listening.set()  # EOF: whoever waits must look at the exit status
 
     def wait_listening(self, timeout: float) -> None:
-        if not self._listening.wait(timeout) or self.proc.poll() is not None and not self.ticks("listening"):
-            self.proc.poll()
-            raise PairError(f"the receiver did not listen within {timeout:g} s: {self.error_text()}")
+        if self._listening.wait(timeout) and self.ticks("listening"):
+            return
+        if self._listening.is_set():
+            # EOF without the line: the receiver is exiting; its stdout closes before it can be
+            # reaped, so wait for the exit status the message is made of.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=5)
+        self.proc.poll()
+        raise PairError(f"the receiver did not listen within {timeout:g} s: {self.error_text()}")
 
     def ticks(self, kind: str = "tick") -> list[dict[str, Any]]:
         return [d for d in self.lines if d.get("type") == kind]

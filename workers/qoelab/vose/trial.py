@@ -48,6 +48,7 @@ class VoseRun:
     sender_cpu: int = 0
     receiver_cpu: int = 1
     calibration_samples: int = 2000
+    calibration: str = "stream"  # T from work timed inside short streams, or "offline": a tight loop
     rps: bool = True
     profile: LinkProfile = field(default_factory=LinkProfile.parse)
 
@@ -153,10 +154,6 @@ def run_trial(
         for key, stage in cal_r.stages.items():
             if key[1] == "recv":
                 cal.stages[key] = stage
-    t_s, t_r = device_times(cal, run)
-    spec = PairSpec(mode=run.pair_mode, device=run.pair_device, record=run.record, duration_s=run.duration_s,
-                    wait=run.wait, t_s_ns=t_s, t_r_ns=t_r, sender_cpu=run.sender_cpu,
-                    receiver_cpu=run.receiver_cpu)  # fmt: skip
     profile = run.profile
     shaped = any(d.delay_s or d.jitter_s or d.loss_pct or d.gemodel for d in (profile.up, profile.down))
     backend = "auto" if shaped else PLUMBING_BACKEND
@@ -172,6 +169,12 @@ def run_trial(
         if run.path == "kernel_csum" and not offloads:
             raise QoelabError("path kernel_csum needs a veth path (no delay or loss): the TUN link has no "
                               "checksum offload flags")  # fmt: skip
+        if run.calibration == "stream" and run.path == "app":
+            _calibrate_in_stream(link, run, cal)
+        t_s, t_r = device_times(cal, run)
+        spec = PairSpec(mode=run.pair_mode, device=run.pair_device, record=run.record,
+                        duration_s=run.duration_s, wait=run.wait, t_s_ns=t_s, t_r_ns=t_r,
+                        sender_cpu=run.sender_cpu, receiver_cpu=run.receiver_cpu)  # fmt: skip
         outcome = _stream(link, spec, quotas, on_tick)
         throttle = {s: q.throttle() for s, q in quotas.items() if q is not None}
         link_record = link.describe()
@@ -179,6 +182,10 @@ def run_trial(
     provenance = {
         "cpu": host.cpu_provenance(),
         "clock": cal.clock,
+        "calibration": {
+            "method": run.calibration if run.path == "app" else "offline",
+            "stream_work_ns": cal.stream.get("work_ns"),
+        },  # fmt: skip
         "wait_granularity": cal.wait,
         "pinning": {"sender_cpu": run.sender_cpu, "receiver_cpu": run.receiver_cpu, "rps": rps or "off"},
         "offloads": offloads,
@@ -205,6 +212,25 @@ def run_trial(
     series = _series(outcome, run.sender_cpu, run.receiver_cpu)
     return VoseOutcome(summary, series, cal, provenance, link_record,
                        outcome["send"].summary(), outcome["recv"].summary())  # fmt: skip
+
+
+CALIBRATION_STREAM_S = 1.0
+
+
+def _calibrate_in_stream(link: EmulatedLink, run: VoseRun, cal: Calibration) -> None:
+    """Time the record work inside short streams on this path, as the thesis timed its functions in
+    the running kernel: with the device's pieces in software, with the accelerated instructions, and
+    with nothing done (inf). A tight loop on one record runs warmer than a stream does."""
+    impls = ["software", "inf"]
+    if cal.has("hardware") and run.device != "checksum":
+        impls.insert(1, "hardware")
+    work: dict[str, dict[str, float]] = {}
+    for impl in impls:
+        spec = PairSpec(mode=impl, device=run.device, record=run.record, duration_s=CALIBRATION_STREAM_S,
+                        sender_cpu=run.sender_cpu, receiver_cpu=run.receiver_cpu)  # fmt: skip
+        out = _stream(link, spec, {"send": None, "recv": None}, None)
+        work[impl] = {side: float(out[side].summary()["work_ns"]["median"]) for side in ("send", "recv")}
+    cal.set_stream(run.device, work)
 
 
 def _stream(

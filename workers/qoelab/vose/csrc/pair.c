@@ -228,6 +228,52 @@ static void fill_hello(struct hello *h, const struct opts *o) {
   h->seed = o->seed;
 }
 
+/* Every 64th record's work is timed in place, so the calibration's T can be held against what the
+ * same work costs inside the stream (the thesis timed its functions in the running kernel). */
+#define WORK_SAMPLE_EVERY 64
+#define WORK_SAMPLES_MAX 65536
+struct work_timer {
+  uint64_t *t;
+  int n;
+};
+
+static void work_timed(struct work_timer *wt, uint64_t seq, void (*fn)(void *), void *arg) {
+  if (seq % WORK_SAMPLE_EVERY || wt->n >= WORK_SAMPLES_MAX) {
+    fn(arg);
+    return;
+  }
+  uint64_t t0 = now_ticks();
+  fn(arg);
+  wt->t[wt->n++] = now_ticks() - t0;
+}
+
+static void print_work(struct work_timer *wt) {
+  if (!wt->n) return;
+  qsort(wt->t, (size_t)wt->n, sizeof *wt->t, cmp_u64);
+  double sum = 0;
+  for (int i = 0; i < wt->n; i++) sum += (double)wt->t[i];
+  printf(",\"work_ns\":{\"n\":%d,\"mean\":%.1f,\"median\":%.1f,\"p99\":%.1f}", wt->n, ns_of(sum / wt->n),
+         ns_of((double)wt->t[wt->n / 2]), ns_of((double)wt->t[(wt->n * 99) / 100]));
+}
+
+struct send_arg {
+  uint8_t *rec;
+  uint64_t seq;
+};
+static void send_fn(void *a) {
+  struct send_arg *s = a;
+  work_send(&W, s->rec, s->seq);
+}
+struct recv_arg {
+  uint8_t *rec;
+  uint64_t seq;
+  int bad;
+};
+static void recv_fn(void *a) {
+  struct recv_arg *r = a;
+  r->bad = work_recv(&W, r->rec, r->seq, pattern);
+}
+
 struct meter {
   uint64_t start, next, tick, records, bytes, waited, waits, spins, stolen;
   const char *role;
@@ -319,6 +365,7 @@ static void receiver(const struct opts *o) {
   uint8_t *buf = aligned_alloc(64, (cap + 63) / 64 * 64);
   uint64_t ticks = (uint64_t)(o->t_ns * TB.ticks_per_ns), seq = 0;
   int sleep = !strcmp(o->wait, "sleep");
+  struct work_timer wt = {calloc(WORK_SAMPLES_MAX, sizeof(uint64_t)), 0};
   struct meter m = {0};
   m.role = "recv";
   m.tick = (uint64_t)(o->tick * 1e9 * TB.ticks_per_ns);
@@ -331,7 +378,9 @@ static void receiver(const struct opts *o) {
     have += (size_t)n;
     size_t off = 0;
     for (; have - off >= W.record; off += W.record, seq++) {
-      int bad = work_recv(&W, buf + off, seq, pattern);
+      struct recv_arg ra = {buf + off, seq, 0};
+      work_timed(&wt, seq, recv_fn, &ra);
+      int bad = ra.bad;
       if (bad)
         die(EX_INTEGRITY, "record %llu failed its %s check: the ends did not do the same work",
             (unsigned long long)seq, bad == P_CSUM ? "checksum" : bad == P_SHA1 ? "ICV (HMAC-SHA1-96)" : "plaintext");
@@ -346,6 +395,7 @@ static void receiver(const struct opts *o) {
   if (have) die(EX_INTEGRITY, "the stream ended inside a record (%zu stray bytes)", have);
   meter_print(&m, "summary", m.start ? now_ticks() : 0);
   printf(",\"spins\":%llu,\"t_ns\":%.1f", (unsigned long long)m.spins, o->t_ns);
+  print_work(&wt);
   tcp_summary(fd);
   puts("}");
   uint64_t ack = seq;
@@ -376,6 +426,7 @@ static void sender(const struct opts *o) {
   uint8_t *buf = aligned_alloc(64, (batch * W.record + 63) / 64 * 64);
   uint64_t ticks = (uint64_t)(o->t_ns * TB.ticks_per_ns), seq = 0;
   int sleep = !strcmp(o->wait, "sleep");
+  struct work_timer wt = {calloc(WORK_SAMPLES_MAX, sizeof(uint64_t)), 0};
   struct meter m = {0};
   m.role = "send";
   m.start = now_ticks();
@@ -386,7 +437,8 @@ static void sender(const struct opts *o) {
     for (size_t j = 0; j < batch; j++, seq++) {
       uint8_t *rec = buf + j * W.record;
       stamp(rec, plen, pattern, seq);
-      work_send(&W, rec, seq);
+      struct send_arg sa = {rec, seq};
+      work_timed(&wt, seq, send_fn, &sa);
       if ((long long)seq == o->corrupt) rec[plen / 2] ^= 0x01; /* a test's deliberate fault */
       emulate(&m, ticks, sleep);
     }
@@ -402,6 +454,7 @@ static void sender(const struct opts *o) {
   meter_print(&m, "summary", stop);
   printf(",\"spins\":%llu,\"t_ns\":%.1f,\"acked\":%llu", (unsigned long long)m.spins, o->t_ns,
          (unsigned long long)ack);
+  print_work(&wt);
   tcp_summary(fd);
   puts("}");
   if (ack != seq) die(EX_INTEGRITY, "the receiver verified %llu records of %llu", (unsigned long long)ack,
