@@ -103,13 +103,10 @@ def run_all(groups: list[str], reps: int | None, duration: float, out: Path, res
                 started = time.time()
                 try:
                     result = run_trial(run, "qvb" + secrets.token_hex(3))
-                    line = {
-                        "summary": result.summary,
-                        "speedup_measured": {
-                            k: result.summary.get(k)
-                            for k in ("speedup_measured_send", "speedup_measured_recv")
-                        },
-                    }
+                    prov = result.provenance
+                    keep = {"clock": "clock", "wait": "wait_granularity", "cpu": "cpu"}
+                    keep.update({"calibration": "calibration", "throttled": "throttled"})
+                    line = {"summary": result.summary, "provenance": {k: prov[v] for k, v in keep.items()}}
                 except Exception as err:  # a failed run is recorded, not retried
                     line = {"error": str(err)}
                 line.update(

@@ -48,8 +48,8 @@ SERVER_IP = "198.18.0.2"
 PREFIXLEN = 30
 BACKENDS = ("auto", "netem", "userspace")
 # "veth": a veth pair with tbf rate limiting only. Never chosen automatically and refused for
-# profiles with delay, jitter or loss: it exists to test the plumbing (namespaces, verification,
-# cleanup) on kernels without sch_netem.
+# profiles with delay, jitter or loss: it tests the plumbing (namespaces, verification, cleanup) on
+# kernels without sch_netem, and it is VOSE's unshaped path (no emulator process on the cores).
 PLUMBING_BACKEND = "veth"
 
 

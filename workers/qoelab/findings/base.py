@@ -413,20 +413,28 @@ class Check:
     # The thesis' conditions of the figure, {param: (low, high)} inclusive: trials outside are left
     # out (T vs rate at 200 ms delay is not what Fig. 4.6 shows; finding 5 says it differs there).
     within: Mapping[str, tuple[float, float]] = field(default_factory=dict)
+    # Categorical conditions, {param: allowed values} (vose: path app, device sha1_only). A trial
+    # without the parameter (its job type dropped it as not applying) is not left out by it.
+    among: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
 
     def inside(self, params: Mapping[str, Any]) -> bool:
         for k, (lo, hi) in self.within.items():
             v = params.get(k)
             if v is None or not (lo - 1e-12 <= float(v) <= hi + 1e-12):
                 return False
+        for k, allowed in self.among.items():
+            if k in params and not any(_same(params[k], a) for a in allowed):
+                return False
         return True
 
     @property
     def conditions(self) -> str:
-        """The thesis' conditions as text, e.g. 'delay 0–20 ms, loss 0–0.1 %'."""
-        return ", ".join(
+        """The thesis' conditions as text, e.g. 'delay 0–20 ms, loss 0–0.1 %', 'mode vose or inf'."""
+        ranges = [
             f"{k} {fmt_value(k, lo).split()[0]}–{fmt_value(k, hi)}" for k, (lo, hi) in self.within.items()
-        )
+        ]
+        kinds = [f"{k} {' or '.join(fmt_value(k, a) for a in allowed)}" for k, allowed in self.among.items()]
+        return ", ".join(ranges + kinds)
 
     def applies(self, params: Iterable[Mapping[str, Any]]) -> str | None:
         """None when the check applies to trials with these parameters (resolved, SI), else why not:
@@ -436,7 +444,7 @@ class Check:
         if self.x is None:
             return None if inside else "no trial lies within " + (self.conditions or "the results")
         if len({_hashable(p.get(self.x)) for p in inside}) < 2:
-            extra = f" within {self.conditions}" if self.within else ""
+            extra = f" within {self.conditions}" if self.conditions else ""
             return f"{self.x} is not swept{extra}"
         protos = {str(p.get("protocol")) for p in inside}
         if self.protocols and not protos & set(self.protocols):
@@ -453,7 +461,7 @@ class Check:
             if len(sc.protocols) < self.min_protocols:
                 missing.append(f"needs {self.min_protocols} protocols, the results have {len(sc.protocols)}")
             if not scoped:
-                where_ = f" within {self.conditions}" if self.within else ""
+                where_ = f" within {self.conditions}" if self.conditions else ""
                 missing = [f"no succeeded trials{where_} yet"]
             comparisons, gaps = self.run(sc) if not missing else ([], [])
             verdict, reason = decide(comparisons, missing + gaps)

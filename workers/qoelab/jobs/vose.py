@@ -76,10 +76,10 @@ class VoseParams(LinkParams):
     )
     calibration_samples: int = Field(default=2000, ge=100, le=100000, description="timed records per stage")
     rps: bool = Field(default=True, description="steer each end's receive processing to its own core")
-    calibration: Literal["stream", "offline"] = Field(
-        default="stream",
-        description="T_software from the work timed inside short streams on this path (stream, as the "
-        "thesis timed its functions in place) or from a tight loop on one record (offline)",
+    calibration: Literal["offline", "stream"] = Field(
+        default="offline",
+        description="T_software from a tight loop on one record before the run (offline) or from the work "
+        "timed inside short streams on this path (stream, as the thesis timed its functions in place)",
     )
 
     @field_validator("speedup", "speedup_r", mode="before")

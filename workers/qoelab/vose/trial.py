@@ -48,7 +48,7 @@ class VoseRun:
     sender_cpu: int = 0
     receiver_cpu: int = 1
     calibration_samples: int = 2000
-    calibration: str = "stream"  # T from work timed inside short streams, or "offline": a tight loop
+    calibration: str = "offline"  # T from a tight loop on one record, or "stream": timed inside streams
     rps: bool = True
     profile: LinkProfile = field(default_factory=LinkProfile.parse)
 
