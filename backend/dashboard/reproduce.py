@@ -234,6 +234,29 @@ def _plan_apt(preset: presets.Preset, size: presets.Size) -> tuple[float, str]:
     return total, basis
 
 
+DEFAULT_STREAM_OVERHEAD_S = 5.0
+
+
+def _plan_stream(preset: presets.Preset, size: presets.Size) -> tuple[float, str]:
+    """Job types that run for a ``duration`` (vose): that plus the median overhead of this lab's own
+    trials of the type (calibration, namespaces, start-up), or a default before there is one."""
+    rows = list(
+        Trial.objects.filter(sweep__job_type=preset.job_type, status=TrialStatus.SUCCEEDED,
+                             started_at__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at").values("resolved", "started_at", "finished_at")[:MAX_PAST_TRIALS]
+    )  # fmt: skip
+    overheads = [
+        (r["finished_at"] - r["started_at"]).total_seconds()
+        - float((r["resolved"] or {}).get("duration") or 0)
+        for r in rows
+    ]
+    overhead = max(0.0, statistics.median(overheads)) if overheads else DEFAULT_STREAM_OVERHEAD_S
+    reps = preset.repetitions[size]
+    total = sum((overhead + float(p.get("duration") or 10.0)) * reps for p in _points(preset, size))
+    source = f"from {len(rows)} such trials here" if rows else "a default: no such trial here yet"
+    return total, f"{overhead:.0f} s per trial besides its stream ({source})"
+
+
 def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | None = None) -> dict[str, Any]:
     """Trials (or conditions), the estimated wall time and what the estimate rests on."""
     if preset.kind == "campaign":
@@ -251,8 +274,10 @@ def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | Non
         }
     slots, live = worker_slots(preset.job_type)
     slot_text = f"{slots} live worker slot(s)" if live else "one slot (no worker is live now)"
-    if preset.job_type == "storage_apt":
-        total, basis = _plan_apt(preset, size)
+    if preset.job_type in ("storage_apt", "vose"):
+        total, basis = (
+            _plan_apt(preset, size) if preset.job_type == "storage_apt" else _plan_stream(preset, size)
+        )
         return {"size": size, "units": preset.trial_count(size), "unit": "trials", "seconds": total / slots,
                 "per_evaluator": False, "basis": f"{basis}; {slot_text}"}  # fmt: skip
     past = past_trials() if past is None else past

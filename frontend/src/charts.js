@@ -69,7 +69,7 @@
   // The x values as categories when x is a parameter with text or yes/no values (protocol, server):
   // in the server's order, first seen first. null when x is numeric.
   function categories(payload) {
-    const values = payload.series.flatMap((s) => s.points.map((p) => p.x));
+    const values = payload.series.flatMap((s) => s.points.map((p) => p.x)).filter((v) => v != null);
     if (!values.some((v) => typeof v === "string" || typeof v === "boolean")) return null;
     return [...new Set(values.map(String))];
   }

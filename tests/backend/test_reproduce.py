@@ -136,3 +136,22 @@ def test_one_click_starts_the_s1_sweep_with_apt_and_vanilla_once_per_run(browser
     assert {t.resolved["tcp_cc"] for t in sweep.trials.all()} == {"reno"}
     page = browser.get(resp["Location"]).content.decode()
     assert "BDL-APT" in page and 'data-finding="apt_converges"' in page
+
+
+def test_the_page_lists_the_chapter_3_experiments_with_an_estimate_from_defaults(browser):
+    page = browser.get("/reproduce/").content.decode()
+    assert "Chapter 3: offload emulation" in page
+    for p in presets.CH3:
+        assert f'data-preset="{p.key}"' in page and p.figure in page
+    # Fig. 3.11 quick: 2 runs of software, hardware and vose at 5 speedups, each 5 s + its 10 s stream.
+    plan = reproduce.plan(presets.get("ch3-fig311"), "quick")
+    assert plan["units"] == 14 and plan["seconds"] == 14 * (5 + 10)
+    assert "no such trial here yet" in plan["basis"]
+
+
+def test_one_click_starts_the_fig312_sweep_of_five_devices(browser):
+    resp = browser.post("/reproduce/ch3-fig312/start/", {"size": "quick"})
+    sweep = Sweep.objects.get()
+    assert resp.status_code == 302 and sweep.job_type == "vose" and sweep.trial_count == 25
+    assert {t.resolved["device"] for t in sweep.trials.all()} == {
+        "aes_only", "aes_cbc", "sha1_only", "sha1_aes", "sha1_aes_cbc"}  # fmt: skip

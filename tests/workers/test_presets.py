@@ -77,3 +77,27 @@ def test_the_s1_preset_is_the_papers_figs_2_8_and_2_9_scaled():
     quick = presets.get("ch2-s1")
     assert quick.trial_count("quick") == (1 + 1 + 3) * 3  # APT, vanilla, N = 4/16/64; 3 runs
     assert quick.sweep_spec("quick")["fixed"]["transport"] == "nbd"
+
+
+@pytest.mark.parametrize("preset", presets.CH3, ids=lambda p: p.key)
+@pytest.mark.parametrize("size", presets.SIZES)
+def test_every_chapter_3_point_is_a_valid_vose_trial_and_references_run_once(preset, size):
+    spec = preset.sweep_spec(size)
+    assert spec["job_type"] == "vose" and preset.report == "ch3"
+    job = jobs.get("vose")
+    points = preset.unique_points(size)
+    for point in points:
+        validate_params(job.params, point)
+    # speedup applies to vose only: software and hardware run once per other condition.
+    assert all("speedup" not in p for p in points if p.get("mode", spec["fixed"].get("mode")) != "vose")
+    assert preset.trial_count(size) == len(points) * spec["repetitions"]
+
+
+def test_the_chapter_3_presets_keep_the_points_their_findings_compare():
+    fig311 = presets.get("ch3-fig311").grids["quick"]["speedup"]
+    assert {1, 2, 3, "inf"} <= set(fig311)  # gain by 2x, little beyond 3x
+    fig312 = presets.get("ch3-fig312").grids["quick"]["speedup"]
+    assert {3, 10, "inf"} <= set(fig312)  # SHA1-only levels off near 10x
+    validate = presets.get("ch3-validate")
+    assert validate.fixed["speedup"] == "measured" and set(validate.grids["quick"]["mode"]) == {
+        "software", "hardware", "vose"}  # fmt: skip
