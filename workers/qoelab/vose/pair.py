@@ -141,9 +141,12 @@ class Calibration:
 
 
 def device_time(t_software_ns: float, speedup: float) -> float:
-    """Eqs. (3.1)/(3.2): T = T_software / speedup; speedup inf gives 0 (the device takes no time)."""
-    if not speedup >= 1:
-        raise ValueError(f"speedup must be at least 1, got {speedup}")
+    """Eqs. (3.1)/(3.2): T = T_software / speedup; speedup inf gives 0 (the device takes no time).
+
+    A researcher's speedup is 1 to 1000 (the parameter's bounds); a measured one may be below 1
+    (an accelerator slower than software on this host), which is still a device time."""
+    if not speedup > 0:
+        raise ValueError(f"speedup must be positive, got {speedup}")
     return 0.0 if math.isinf(speedup) else t_software_ns / speedup
 
 
