@@ -19,7 +19,9 @@ EXAMPLES = sorted((REPO / "examples").glob("vose_*.yaml"))
 
 
 def qoelab(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "qoelab.cli", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "qoelab.cli", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_there_is_an_example_for_each_figure_family():

@@ -407,7 +407,7 @@ def _receiver_gains_more(sc: Scope) -> tuple[list[Comparison], list[str]]:
     for mode, rows in (("software", sw), ("hardware", hw)):
         q[mode] = mean_ci(v for v in (_receiver_over_sender(r) for r in rows) if v is not None)
         sc.record(f"mode {mode}", Series(device), "receiver ÷ sender CPU", q[mode])
-    c = lower(q["hardware"], q["software"], "hardware's receiver ÷ sender CPU", "software's", _where(sc))
+    c = lower(q["hardware"], q["software"], "hardware", "software", f"{_where(sc)} (receiver ÷ sender CPU)")
     if len(change) == 2:
         shares = (
             f"{_pct(change['receiver'], True)} on the receiver, {_pct(change['sender'], True)} on the sender"
@@ -424,8 +424,8 @@ CHECKS: tuple[Check, ...] = (
         'error below 1-3 % in throughput and below 1-5 % in CPU utilisation ("VOSE correctly emulates the '
         'offloading effect of TCP checksum calculations"). Checked per scope: vose at speedup measured '
         "(path kernel_csum: the offload flag is T = 0, so speedup inf or measured) against mode hardware, "
-        f"relative error of the mean within ±{MATCH_THROUGHPUT:.0%} for throughput and "
-        f"±{MATCH_CPU:.0%} for each end's CPU, whole 95 % CI inside.",
+        f"relative error of the mean within ±{100 * MATCH_THROUGHPUT:g} % for throughput and "
+        f"±{100 * MATCH_CPU:g} % for each end's CPU, whole 95 % CI inside.",
         figure="§3.5.3, Figs. 3.5-3.10",
         x="mode",
         protocols=(),
@@ -439,8 +439,8 @@ CHECKS: tuple[Check, ...] = (
         claim='Throughput "increases large when a speedup factor is set to 1.5-2" and "hardly increases '
         'when the speedup factor is 3 or more" (design rule: a TOE that finishes the checksum "within the '
         'half of the processing time of the software"). Checked: of the gain from speedup 1 to inf, at '
-        f"least {HALF_GAIN_SHARE:.0%} is reached at speedup {HALF_GAIN_AT:g} and at most "
-        f"{FLAT_TAIL_SHARE:.0%} is left above speedup {FLAT_FROM:g}.",
+        f"least {100 * HALF_GAIN_SHARE:g} % is reached at speedup {HALF_GAIN_AT:g} and at most "
+        f"{100 * FLAT_TAIL_SHARE:g} % is left above speedup {FLAT_FROM:g}.",
         figure="Fig. 3.11, §3.5.4",
         x="speedup",
         protocols=(),
@@ -466,7 +466,7 @@ CHECKS: tuple[Check, ...] = (
         name="sha1_only_levels_off_near_10",
         title="SHA1-only stops gaining at about speedup 10",
         claim='"SHA-1-only saturates at a speedup of about 10": faster hardware "is simply worthless" '
-        f"for that device. Checked: throughput at speedup {LEVEL_AT:g} at least {LEVEL_SHARE:.0%} of "
+        f"for that device. Checked: throughput at speedup {LEVEL_AT:g} at least {100 * LEVEL_SHARE:g} % of "
         f"inf's, and speedup {LEVEL_RISING_FROM:g} below speedup {LEVEL_AT:g} (it still rises before 10).",
         figure="Fig. 3.12, §3.6.2",
         x="speedup",
