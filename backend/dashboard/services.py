@@ -180,6 +180,8 @@ def aggregate(
     for s in agg["series"]:
         key = s["value"]
         label = f"{series} = {labels.get(key, key)}" if series else "all trials"
+        if series and key is None:  # the parameter does not apply to these trials (vose's device on
+            label = f"no {series}"  # the kernel path): say so rather than "device = None"
         out.append({"key": key, "label": label, "points": s["points"]})
     return out
 

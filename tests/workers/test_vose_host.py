@@ -12,25 +12,20 @@ from pathlib import Path
 import pytest
 
 from qoelab.errors import ParameterError
-from qoelab.vose import host
+from qoelab.vose import offloads, quota
 from qoelab.vose.host import (
     CLK_TCK,
     CPUFREQ_ABSENT,
     PROVENANCE_FLAGS,
-    CpuQuota,
     CpuSampler,
-    OffloadError,
-    QuotaError,
     cpu_provenance,
     fractions,
-    parse_offloads,
     parse_proc_stat,
     parse_task_stat,
-    read_offloads,
-    remove_leftover_quotas,
-    set_offloads,
     thread_times,
 )
+from qoelab.vose.offloads import OffloadError, parse_offloads, read_offloads, set_offloads
+from qoelab.vose.quota import CpuQuota, QuotaError, remove_leftover_quotas
 
 PROC_STAT = """\
 cpu  5209 0 2987 91562 469 0 174 39 0 0
@@ -259,7 +254,7 @@ def test_offloads_switch_off_and_on_on_a_veth(veth):
     assert off["generic-segmentation-offload"] is False and off["generic-receive-offload"] is False
 
     on = set_offloads(ns, ifname, tx_csum=True, rx_csum=True, tso=True, gso=True, gro=True, sg=True)
-    for feature in host.OFFLOAD_FEATURES:
+    for feature in offloads.OFFLOAD_FEATURES:
         assert on[feature] is True, feature
     assert read_offloads(ns, ifname)["fixed"] == []
 
@@ -301,7 +296,7 @@ def quota_prefix():
     """A random cgroup name prefix; whatever a test leaves under it is removed afterwards."""
     if os.geteuid() != 0:
         pytest.skip("needs root to create cgroups")
-    if not (host._v2_has_cpu() or host._v1_has_cpu()):
+    if not (quota._v2_has_cpu() or quota._v1_has_cpu()):
         pytest.skip("no cgroup cpu controller mounted (v2 cpu.max or v1 cpu.cfs_quota_us)")
     prefix = "qlt" + secrets.token_hex(3)
     yield prefix
@@ -310,7 +305,7 @@ def quota_prefix():
 
 def _quota_files(q: CpuQuota) -> str:
     path = Path(q.describe()["path"])
-    if q.kind == host.KIND_V2:
+    if q.kind == quota.KIND_V2:
         return (path / "cpu.max").read_text().strip()
     return " ".join((path / f).read_text().strip() for f in ("cpu.cfs_quota_us", "cpu.cfs_period_us"))
 
@@ -333,7 +328,7 @@ def test_a_quota_holds_its_limit_and_its_process_and_hands_it_back_on_exit(quota
             path = Path(desc["path"])
             assert path.name == name and path.is_dir()
             assert desc["quota_us"] == 20_000 and desc["period_us"] == 100_000 and desc["fraction"] == 0.2
-            assert desc["kind"] in (host.KIND_V1, host.KIND_V2)
+            assert desc["kind"] in (quota.KIND_V1, quota.KIND_V2)
             assert "not a lower clock frequency" in desc["note"]
             assert _quota_files(q) == "20000 100000"
             q.add(sleeper.pid)
@@ -350,7 +345,7 @@ def test_a_quota_holds_its_limit_and_its_process_and_hands_it_back_on_exit(quota
 def test_a_full_core_quota_sets_no_limit_but_still_makes_the_cgroup(quota_prefix):
     with CpuQuota(quota_prefix + "f", 1.0) as q:
         assert q.quota_us == -1
-        assert _quota_files(q) == ("max 100000" if q.kind == host.KIND_V2 else "-1 100000")
+        assert _quota_files(q) == ("max 100000" if q.kind == quota.KIND_V2 else "-1 100000")
         path = Path(q.describe()["path"])
         assert path.is_dir()
     assert not path.exists()

@@ -28,7 +28,7 @@ from qoelab.jobs.base import TrialContext
 from qoelab.jobs.vose import inapplicable, requires_for
 from qoelab.params import validate_params
 from qoelab.runner import cleanup_prefix
-from qoelab.vose import host, pair
+from qoelab.vose import pair, quota
 from qoelab.vose.pair import Calibration
 from qoelab.vose.trial import VoseRun, device_times, run_trial, software_ns, speedups
 
@@ -239,7 +239,7 @@ FLAGS = _flags()
 trial_marks = [pytest.mark.netns, pytest.mark.slow, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
 needs_aesni = pytest.mark.skipif("aes" not in FLAGS, reason="this CPU has no AES-NI: no hardware case")
 needs_quota = pytest.mark.skipif(
-    not (host._v2_has_cpu() or host._v1_has_cpu()),
+    not (quota._v2_has_cpu() or quota._v1_has_cpu()),
     reason="no cgroup cpu controller mounted (v2 cpu.max or v1 cpu.cfs_quota_us)",
 )
 CORES = sorted(os.sched_getaffinity(0))[:2]
@@ -260,7 +260,9 @@ def prefix():
 
 
 def _cgroups(prefix: str) -> list[str]:
-    return sorted(str(p) for base in {host.CGROUP_ROOT, host.CGROUP_V1_CPU} for p in base.glob(prefix + "*"))
+    return sorted(
+        str(p) for base in {quota.CGROUP_ROOT, quota.CGROUP_V1_CPU} for p in base.glob(prefix + "*")
+    )
 
 
 def _pair_processes(prefix: str) -> list[tuple[int, str]]:
@@ -390,7 +392,7 @@ def test_a_cpu_quota_is_a_bandwidth_quota_on_each_end_and_goes_away(prefix):
 
     def on_tick(line: dict[str, Any]) -> None:
         if line["type"] == "tick":  # both ends are running: look at their cgroups from the inside
-            seen.append({Path(c).name: host._pids(Path(c)) for c in _cgroups(prefix)})
+            seen.append({Path(c).name: quota._pids(Path(c)) for c in _cgroups(prefix)})
 
     raw = {**SHORT, "mode": "vose", "device": "aes_cbc", "speedup": 4, "cpu_quota": 0.5}
     out = run_trial(validate_params(JOB.params, raw).to_run(), prefix, on_tick=on_tick)
@@ -399,7 +401,7 @@ def test_a_cpu_quota_is_a_bandwidth_quota_on_each_end_and_goes_away(prefix):
     assert set(quota) == {"send", "recv"}
     for side, q in quota.items():
         assert "CPU bandwidth quota" in q["note"] and "not a lower clock frequency" in q["note"]
-        assert q["kind"] in (host.KIND_V1, host.KIND_V2)
+        assert q["kind"] in (quota.KIND_V1, quota.KIND_V2)
         assert (q["fraction"], q["quota_us"], q["period_us"]) == (0.5, 50_000, 100_000)
         assert Path(q["path"]).name == f"{prefix}q{side[0]}"
         assert not Path(q["path"]).exists()

@@ -79,7 +79,7 @@ def cleanup_prefix(prefix: str) -> list[str]:
     from qoelab.emulation.cleanup import cleanup_leftovers as cleanup_link
     from qoelab.rd.cleanup import cleanup_leftovers as cleanup_rd
     from qoelab.vm.guest import cleanup_leftovers as cleanup_vm
-    from qoelab.vose.host import remove_leftover_quotas
+    from qoelab.vose.quota import remove_leftover_quotas
 
     removed = list(cleanup_rd(prefix) or []) + list(cleanup_vm(prefix) or [])
     # Storage targets' processes carry the link's marker; their files go after them.

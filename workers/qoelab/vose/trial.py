@@ -25,7 +25,9 @@ from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.topology import PLUMBING_BACKEND, EmulatedLink, emulated_link
 from qoelab.errors import ParameterError, QoelabError
 from qoelab.vose import host
+from qoelab.vose.offloads import set_offloads
 from qoelab.vose.pair import Calibration, PairProcess, PairSpec, calibrate, device_time, failure
+from qoelab.vose.quota import CpuQuota
 
 log = logging.getLogger("qoelab.vose")
 PORT = 5201
@@ -131,13 +133,13 @@ def _set_rps(link: EmulatedLink, which: str, ifname: str, cpu: int) -> str:
 
 
 @contextlib.contextmanager
-def _quotas(run: VoseRun, prefix: str) -> Iterator[dict[str, host.CpuQuota | None]]:
+def _quotas(run: VoseRun, prefix: str) -> Iterator[dict[str, CpuQuota | None]]:
     """One CPU bandwidth quota per end (the frequency stand-in), removed on the way out."""
-    quotas: dict[str, host.CpuQuota | None] = {"send": None, "recv": None}
+    quotas: dict[str, CpuQuota | None] = {"send": None, "recv": None}
     with contextlib.ExitStack() as stack:
         if run.cpu_quota < 1.0:
             for side in quotas:
-                quotas[side] = stack.enter_context(host.CpuQuota(f"{prefix}q{side[0]}", run.cpu_quota))
+                quotas[side] = stack.enter_context(CpuQuota(f"{prefix}q{side[0]}", run.cpu_quota))
         yield quotas
 
 
@@ -163,7 +165,7 @@ def run_trial(
         for side, ns, ifname, cpu in (("sender", "client", link.client_if, run.sender_cpu),
                                       ("receiver", "server", link.server_if, run.receiver_cpu)):  # fmt: skip
             if link.backend in ("netem", PLUMBING_BACKEND):
-                offloads[side] = host.set_offloads(link.ns(ns), ifname, **_offload_plan(run))
+                offloads[side] = set_offloads(link.ns(ns), ifname, **_offload_plan(run))
             if run.rps:
                 rps[side] = _set_rps(link, ns, ifname, cpu)
         if run.path == "kernel_csum" and not offloads:
@@ -236,12 +238,12 @@ def _calibrate_in_stream(link: EmulatedLink, run: VoseRun, cal: Calibration) -> 
 def _stream(
     link: EmulatedLink,
     spec: PairSpec,
-    quotas: dict[str, host.CpuQuota | None],
+    quotas: dict[str, CpuQuota | None],
     on_tick: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
     import subprocess
 
-    def start(role: str, ns: str, quota: host.CpuQuota | None, cb: Any) -> PairProcess:
+    def start(role: str, ns: str, quota: CpuQuota | None, cb: Any) -> PairProcess:
         argv = spec.argv(role, link.server_ip, PORT)
         if role == "recv":
             argv += ["--timeout", str(LISTEN_TIMEOUT_S + 5)]
