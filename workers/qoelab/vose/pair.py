@@ -130,7 +130,12 @@ class Calibration:
     def measured_speedup(self, device: str, side: str) -> float:
         """T_software / T_hardware of the device on one side: the speedup a VOSE run must emulate."""
         hw = self.device_ns(device, side, "hardware")
-        return math.inf if hw <= 0 else self.device_ns(device, side, "software") / hw
+        sw = self.device_ns(device, side, "software")
+        if sw <= 0:
+            how = "inside the streams" if self.stream.get("device") == device else "in the tight loop"
+            raise PairError(f"the {side} side's {device} work timed {how} cost nothing in software, so there is "
+                            "no speedup to measure (calibration offline times it apart from the stream)")  # fmt: skip
+        return math.inf if hw <= 0 else sw / hw
 
     def samples(self) -> list[dict[str, Any]]:
         return [
