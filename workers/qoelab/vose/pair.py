@@ -133,8 +133,10 @@ class Calibration:
         sw = self.device_ns(device, side, "software")
         if sw <= 0:
             how = "inside the streams" if self.stream.get("device") == device else "in the tight loop"
-            raise PairError(f"the {side} side's {device} work timed {how} cost nothing in software, so there is "
-                            "no speedup to measure (calibration offline times it apart from the stream)")  # fmt: skip
+            raise PairError(
+                f"the {side} side's {device} work timed {how} cost nothing in software, so there is no "
+                "speedup to measure (calibration offline times it apart from the stream)"
+            )
         return math.inf if hw <= 0 else sw / hw
 
     def samples(self) -> list[dict[str, Any]]:
