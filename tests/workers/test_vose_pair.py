@@ -168,6 +168,16 @@ def test_measured_speedup_is_software_over_hardware_and_inf_when_the_hardware_ta
     assert cal.measured_speedup("cbc", "send") == math.inf
 
 
+def test_a_device_whose_in_stream_work_cost_nothing_has_no_speedup_to_measure():
+    cal = literal_calibration()
+    cal.set_stream("aes_cbc", {"software": {"send": 900.0, "recv": 900.0},
+                               "hardware": {"send": 950.0, "recv": 950.0},
+                               "inf": {"send": 1000.0, "recv": 1000.0}})  # fmt: skip
+    assert cal.device_ns("aes_cbc", "send") == 0.0  # noise: software timed below doing nothing
+    with pytest.raises(PairError, match="the send side's aes_cbc work timed inside the streams cost nothing"):
+        cal.measured_speedup("aes_cbc", "send")
+
+
 def test_device_time_is_t_software_over_the_speedup():
     assert device_time(10000, 4) == 2500
     assert device_time(10000, 1) == 10000
