@@ -8,13 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import secrets
-import shutil
-import signal
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,19 +122,13 @@ def run_params(args: argparse.Namespace) -> dict[str, Any]:
     }  # fmt: skip
     if args.sessions is not None:
         raw["sessions"] = args.sessions
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            from qoelab.errors import ParameterError
+    from qoelab.jobs.local import apply_sets
 
-            raise ParameterError("--set", f"takes NAME=VALUE, got {item!r}")
-        raw[name.strip()] = value.strip()
-    return raw
+    return apply_sets(raw, args.set)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from qoelab import jobs
-    from qoelab.jobs.base import TrialContext
     from qoelab.params import validate_params
 
     job = jobs.get("storage_apt")
@@ -147,21 +136,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if params.transport != "synthetic" and os.geteuid() != 0:
         print("qoelab apt run: needs root (network namespaces); run it with sudo", file=sys.stderr)
         return 2
-    log = logging.getLogger("qoelab.apt.run")
-    if not args.json:  # a live line per step
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-    workdir = Path(tempfile.mkdtemp(prefix="qoelab-apt-run-"))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind through the teardown
-    # Not "ql": a worker starting on this host cleans every ql* trial it finds.
-    ctx = TrialContext(trial_id="apt-run", workdir=workdir, prefix="qar" + secrets.token_hex(3), log=log)
-    try:
-        result = job.run(params, ctx)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    from qoelab.jobs.local import run_here
+
+    result = run_here(job, params, "qar", live=not args.json)  # a live line per step
     s = result.summary
     if args.json:
         out = {"summary": s, "steps": [x.values for x in result.samples], "link": result.link,

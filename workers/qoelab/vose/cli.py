@@ -7,15 +7,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import os
 import secrets
-import shutil
 import signal
 import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 RUN_EPILOG = """\
@@ -117,41 +113,18 @@ def _seconds(text: str, field: str) -> float:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from qoelab import jobs
-    from qoelab.errors import ParameterError
-    from qoelab.jobs.base import TrialContext
+    from qoelab.jobs.local import apply_sets, run_here
     from qoelab.params import validate_params
 
-    raw: dict[str, Any] = {
-        "path": args.path,
-        "mode": args.mode,
-        "device": args.device,
-        "duration": args.duration,
-    }
+    raw: dict[str, Any] = {"path": args.path, "mode": args.mode, "device": args.device,
+                           "duration": args.duration}  # fmt: skip
     if args.mode == "vose":
         raw["speedup"] = args.speedup if args.speedup in ("inf", "measured") else _number(args.speedup)
-    for item in args.set:
-        name, sep, value = item.partition("=")
-        if not sep or not name:
-            raise ParameterError("--set", f"takes NAME=VALUE, got {item!r}")
-        raw[name.strip()] = value.strip()
     job = jobs.get("vose")
-    params = validate_params(job.params, raw)
+    params = validate_params(job.params, apply_sets(raw, args.set))
     if (code := _needs_root("run")) is not None:
         return code
-    log = logging.getLogger("qoelab.vose.run")
-    if not args.json:
-        handler = logging.StreamHandler(sys.stdout)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
-    workdir = Path(tempfile.mkdtemp(prefix="qoelab-vose-run-"))
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind through the teardown
-    ctx = TrialContext(trial_id="vose-run", workdir=workdir, prefix=_prefix(), log=log)
-    try:
-        result = job.run(params, ctx)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+    result = run_here(job, params, "qvr", live=not args.json)
     s = result.summary
     if args.json:
         print(json.dumps({"summary": s, "link": result.link, "provenance": result.provenance}, default=str))
