@@ -32,7 +32,7 @@ CHECKSUM_SPEEDUPS = (1, 1.5, 2, 3, 5, 10, "inf")
 IPSEC_DEVICES = ("aes_only", "aes_cbc", "sha1_only", "sha1_aes", "sha1_aes_cbc")
 IPSEC_SPEEDUPS = (1, 2, 3, 10, 30, "inf")
 QUOTAS = (0.25, 0.5, 1.0)
-GROUP_REPS = {"validate": 10, "checksum_curve": 3, "ipsec": 2, "wait": 3, "quota": 2}
+GROUP_REPS = {"validate": 10, "checksum_curve": 3, "ipsec": 2, "wait": 3, "quota": 2, "evidence": 3}
 
 
 def plan(group: str, duration: float) -> Iterator[tuple[str, VoseRun]]:
@@ -64,6 +64,11 @@ def plan(group: str, duration: float) -> Iterator[tuple[str, VoseRun]]:
         for q in QUOTAS:
             for mode in ("software", "hardware", "vose"):
                 yield f"{mode}@{q}", replace(base, mode=mode, speedup=float("inf"), cpu_quota=q)
+    elif group == "evidence":  # the work per record timed inside the stream, against the calibration's T
+        for primitive in ("aes", "sha1"):
+            base = base_run(primitive, duration)
+            for mode in ("hardware", "vose"):
+                yield f"{primitive}/{mode}", replace(base, mode=mode, speedup="measured")
     else:
         raise SystemExit(f"unknown group {group!r} (known: {', '.join(GROUP_REPS)})")
 

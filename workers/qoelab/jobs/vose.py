@@ -205,6 +205,8 @@ JOB = register(
             Metric("thread_cpu_sender", "sender thread CPU (user + sys) per second", ""),
             Metric("thread_cpu_receiver", "receiver thread CPU (user + sys) per second", ""),
             Metric("records", "records received and verified", ""),
+            Metric("work_ns_sender", "record work timed in the stream, sender (median)", "ns"),
+            Metric("work_ns_receiver", "record work timed in the stream, receiver (median)", "ns"),
         ),
         charts=(
             _vs_quota(

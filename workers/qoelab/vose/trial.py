@@ -291,6 +291,10 @@ def _summary(run: VoseRun, out: dict[str, Any], t_s: float, t_r: float, cal: Cal
         "thread_cpu_sender": (float(snd["utime_s"]) + float(snd["stime_s"])) / elapsed_s,
         "thread_cpu_receiver": (float(rcv["utime_s"]) + float(rcv["stime_s"])) / elapsed_r,
         "wait_ns_per_iteration": float(cal.wait.get("ns_per_iteration", math.nan)),
+        # Every 64th record's work timed in place: against T from the calibration, the evidence
+        # for how well a tight loop stands for the work inside the stream.
+        "work_ns_sender": float((snd.get("work_ns") or {}).get("median", math.nan)),
+        "work_ns_receiver": float((rcv.get("work_ns") or {}).get("median", math.nan)),
     }
     for role, cpu in (("sender", run.sender_cpu), ("receiver", run.receiver_cpu)):
         means = _cpu_means(out["sampler"], cpu)
