@@ -11,6 +11,7 @@ RUN echo "wireshark-common wireshark-common/install-setuid boolean false" | debc
       tigervnc-standalone-server x11vnc xtightvncviewer virt-viewer xserver-xspice \
       x2goserver x2goserver-xsession pyhoca-cli openssh-server xdotool x11-apps x11-utils xvfb chromium socat spice-html5 \
       qemu-system-x86 qemu-utils debootstrap e2fsprogs \
+      pkg-config libssl-dev ethtool \
       postgresql-client redis-tools nodejs npm \
  && rm -rf /var/lib/apt/lists/*
 
@@ -21,6 +22,7 @@ COPY . .
 RUN python3 -m venv .venv \
  && .venv/bin/pip install --no-cache-dir -e ./workers -e ./backend \
  && make -s -C workers/csrc \
+ && make -s -C workers/qoelab/vose/csrc \
  && (cd frontend && npm ci --no-audit --no-fund && npm run build) \
  && QOELAB_SECRET_KEY=build-only .venv/bin/python backend/manage.py collectstatic --noinput
 
