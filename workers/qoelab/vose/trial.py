@@ -150,27 +150,13 @@ def run_trial(
 ) -> VoseOutcome:
     """Calibrate, run the stream between the two namespaces, and return the measurements."""
     run.check_cpus()
-    cal = calibrate(run.record, run.sender_cpu, samples=run.calibration_samples)
-    if run.receiver_cpu != run.sender_cpu:  # the receiver's side is timed on its own core
-        cal_r = calibrate(run.record, run.receiver_cpu, samples=run.calibration_samples)
-        for key, stage in cal_r.stages.items():
-            if key[1] == "recv":
-                cal.stages[key] = stage
-    profile = run.profile
-    shaped = any(d.delay_s or d.jitter_s or d.loss_pct or d.gemodel for d in (profile.up, profile.down))
+    cal = _calibrate(run)
+    shaped = any(
+        d.delay_s or d.jitter_s or d.loss_pct or d.gemodel for d in (run.profile.up, run.profile.down)
+    )
     backend = "auto" if shaped else PLUMBING_BACKEND
-    with emulated_link(profile, prefix=prefix, backend=backend) as link, _quotas(run, prefix) as quotas:
-        offloads: dict[str, Any] = {}
-        rps: dict[str, str] = {}
-        for side, ns, ifname, cpu in (("sender", "client", link.client_if, run.sender_cpu),
-                                      ("receiver", "server", link.server_if, run.receiver_cpu)):  # fmt: skip
-            if link.backend in ("netem", PLUMBING_BACKEND):
-                offloads[side] = set_offloads(link.ns(ns), ifname, **_offload_plan(run))
-            if run.rps:
-                rps[side] = _set_rps(link, ns, ifname, cpu)
-        if run.path == "kernel_csum" and not offloads:
-            raise QoelabError("path kernel_csum needs a veth path (no delay or loss): the TUN link has no "
-                              "checksum offload flags")  # fmt: skip
+    with emulated_link(run.profile, prefix=prefix, backend=backend) as link, _quotas(run, prefix) as quotas:
+        path = _prepare_path(link, run)
         if run.calibration == "stream" and run.path == "app":
             _calibrate_in_stream(link, run, cal)
         t_s, t_r = device_times(cal, run)
@@ -178,42 +164,63 @@ def run_trial(
                         duration_s=run.duration_s, wait=run.wait, t_s_ns=t_s, t_r_ns=t_r,
                         sender_cpu=run.sender_cpu, receiver_cpu=run.receiver_cpu)  # fmt: skip
         outcome = _stream(link, spec, quotas, on_tick)
-        throttle = {s: q.throttle() for s, q in quotas.items() if q is not None}
+        path["throttled"] = {s: q.throttle() for s, q in quotas.items() if q is not None}
+        path["cpu_quota"] = {
+            s: q.describe() for s, q in quotas.items() if q is not None
+        } or "none (full cores)"
         link_record = link.describe()
-    summary = _summary(run, outcome, t_s, t_r, cal)
-    provenance = {
-        "cpu": host.cpu_provenance(),
-        "clock": cal.clock,
-        "calibration": {
-            "method": run.calibration if run.path == "app" else "offline",
-            "stream_work_ns": cal.stream.get("work_ns"),
-        },  # fmt: skip
-        "wait_granularity": cal.wait,
-        "pinning": {"sender_cpu": run.sender_cpu, "receiver_cpu": run.receiver_cpu, "rps": rps or "off"},
-        "offloads": offloads,
-        "pair": {
-            "mode": spec.mode,
-            "device": spec.device,
-            "record": spec.record,
-            "wait": spec.wait,
-            "t_s_ns": t_s,
-            "t_r_ns": t_r,
-        },  # fmt: skip
-        "cpu_quota": {s: q.describe() for s, q in quotas.items() if q is not None} or "none (full cores)",
-        "throttled": throttle,
-        "tcp": {
-            "sender": outcome["send"].summary().get("tcp"),
-            "receiver": outcome["recv"].summary().get("tcp"),
-        },
-    }
     link_record["path"] = (
-        "veth (no emulator process)" + (", tbf rate" if profile.down.rate_bps else ", unshaped")
+        "veth (no emulator process)" + (", tbf rate" if run.profile.down.rate_bps else ", unshaped")
         if link_record["backend"] == PLUMBING_BACKEND
         else f"emulated link ({link_record['backend']}) for delay/loss"
     )
-    series = _series(outcome, run.sender_cpu, run.receiver_cpu)
-    return VoseOutcome(summary, series, cal, provenance, link_record,
-                       outcome["send"].summary(), outcome["recv"].summary())  # fmt: skip
+    sender, receiver = outcome["send"].summary(), outcome["recv"].summary()
+    provenance = {
+        "cpu": host.cpu_provenance(),
+        "clock": cal.clock,
+        "calibration": {"method": run.calibration if run.path == "app" else "offline",
+                        "stream_work_ns": cal.stream.get("work_ns")},
+        "wait_granularity": cal.wait,
+        "pair": {"mode": spec.mode, "device": spec.device, "record": spec.record, "wait": spec.wait,
+                 "t_s_ns": t_s, "t_r_ns": t_r},
+        **path,
+        "tcp": {"sender": sender.get("tcp"), "receiver": receiver.get("tcp")},
+    }  # fmt: skip
+    return VoseOutcome(
+        summary=_summary(run, outcome, t_s, t_r, cal),
+        series=_series(outcome, run.sender_cpu, run.receiver_cpu),
+        calibration=cal,
+        provenance=provenance,
+        link=link_record,
+        sender=sender,
+        receiver=receiver,
+    )
+
+
+def _calibrate(run: VoseRun) -> Calibration:
+    """Each side's stages timed on that side's own core: the sender's on sender_cpu, the receiver's
+    on receiver_cpu."""
+    cal = calibrate(run.record, run.sender_cpu, samples=run.calibration_samples)
+    on_receiver = calibrate(run.record, run.receiver_cpu, samples=run.calibration_samples)
+    cal.stages.update({key: stage for key, stage in on_receiver.stages.items() if key[1] == "recv"})
+    return cal
+
+
+def _prepare_path(link: EmulatedLink, run: VoseRun) -> dict[str, Any]:
+    """Offloads (TSO/GSO/GRO off; checksum offload by path and mode) and RPS on both ends, read back."""
+    offloads: dict[str, Any] = {}
+    rps: dict[str, str] = {}
+    for side, ns, ifname, cpu in (("sender", "client", link.client_if, run.sender_cpu),
+                                  ("receiver", "server", link.server_if, run.receiver_cpu)):  # fmt: skip
+        if link.backend in ("netem", PLUMBING_BACKEND):
+            offloads[side] = set_offloads(link.ns(ns), ifname, **_offload_plan(run))
+        if run.rps:
+            rps[side] = _set_rps(link, ns, ifname, cpu)
+    if run.path == "kernel_csum" and not offloads:
+        raise QoelabError("path kernel_csum needs a veth path (no delay or loss): the TUN link has no "
+                          "checksum offload flags")  # fmt: skip
+    pinning = {"sender_cpu": run.sender_cpu, "receiver_cpu": run.receiver_cpu, "rps": rps or "off"}
+    return {"offloads": offloads, "pinning": pinning}
 
 
 CALIBRATION_STREAM_S = 1.0
