@@ -197,13 +197,12 @@ def host_facts(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def findings(rows: list[dict[str, Any]]) -> list[str]:
-    try:
-        from qoelab.findings import report_for
-        from qoelab.findings.markdown import render_markdown
-    except ImportError:
-        return []
+    """The chapter's checks (qoelab.findings.ch3) over every run, as the sweep page shows them."""
+    from qoelab.findings import evaluate
+    from qoelab.findings.markdown import render_markdown
+
     flat = [{"params": r["params"], "summary": r["summary"]} for r in rows if "summary" in r]
-    found = report_for("vose").evaluate(flat) if flat else []
+    found = evaluate("ch3", flat)
     return [render_markdown(found, title="The thesis' findings on these runs (qoelab.findings.ch3)", level=3)]
 
 

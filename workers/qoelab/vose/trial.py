@@ -317,22 +317,38 @@ def _summary(run: VoseRun, out: dict[str, Any], t_s: float, t_r: float, cal: Cal
     return {k: v for k, v in summary.items() if math.isfinite(v)}  # JSON has no nan or inf
 
 
+def _per_second(
+    ticks: list[dict[str, Any]], value: Callable[[dict[str, Any]], float]
+) -> list[tuple[float, float]]:
+    """(t, change of ``value`` per second) between consecutive tick lines of one end."""
+    out: list[tuple[float, float]] = []
+    last_t, last_v = 0.0, 0.0
+    for tick in ticks:
+        t, v = float(tick["t"]), value(tick)
+        if t > last_t:
+            out.append((round(t, 3), (v - last_v) / (t - last_t)))
+        last_t, last_v = t, v
+    return out
+
+
+# series name -> (end, what its tick lines count): goodput and sent rate in bit/s, the thread's user +
+# system time and the emulated-device wait as shares of each second.
+TICK_SERIES: dict[str, tuple[str, Callable[[dict[str, Any]], float]]] = {
+    "goodput_bps": ("recv", lambda d: 8.0 * float(d["bytes"])),
+    "sent_bps": ("send", lambda d: 8.0 * float(d["bytes"])),
+    "thread_cpu_sender": ("send", lambda d: float(d["utime_s"]) + float(d["stime_s"])),
+    "thread_cpu_receiver": ("recv", lambda d: float(d["utime_s"]) + float(d["stime_s"])),
+    "busy_fraction": ("send", lambda d: float(d["busy_ns"]) / 1e9),
+    "busy_fraction_receiver": ("recv", lambda d: float(d["busy_ns"]) / 1e9),
+}
+
+
 def _series(out: dict[str, Any], sender_cpu: int, receiver_cpu: int) -> list[tuple[str, float, float]]:
-    series: list[tuple[str, float, float]] = []
-    for role, name in (("recv", "goodput_bps"), ("send", "sent_bps")):
-        last_t, last_b = 0.0, 0
-        for tick in out[role].ticks():
-            t, b = float(tick["t"]), int(tick["bytes"])
-            if t > last_t:
-                series.append((name, round(t, 3), 8.0 * (b - last_b) / (t - last_t)))
-            last_t, last_b = t, b
-    for role, key in (("send", "busy_fraction"), ("recv", "busy_fraction_receiver")):
-        last_t, last_ns = 0.0, 0.0
-        for tick in out[role].ticks():
-            t, ns = float(tick["t"]), float(tick["busy_ns"])
-            if t > last_t:
-                series.append((key, round(t, 3), (ns - last_ns) / 1e9 / (t - last_t)))
-            last_t, last_ns = t, ns
+    series = [
+        (name, t, v)
+        for name, (end, value) in TICK_SERIES.items()
+        for t, v in _per_second(out[end].ticks(), value)
+    ]
     roles = {sender_cpu: "sender", receiver_cpu: "receiver"}
     for row in out["sampler"].series():
         for part in ("busy", "user", "system", "softirq"):
