@@ -397,9 +397,9 @@ def test_a_cpu_quota_is_a_bandwidth_quota_on_each_end_and_goes_away(prefix):
     raw = {**SHORT, "mode": "vose", "device": "aes_cbc", "speedup": 4, "cpu_quota": 0.5}
     out = run_trial(validate_params(JOB.params, raw).to_run(), prefix, on_tick=on_tick)
     _check_summary(out.summary, vose=True)
-    quota = out.provenance["cpu_quota"]
-    assert set(quota) == {"send", "recv"}
-    for side, q in quota.items():
+    quotas = out.provenance["cpu_quota"]
+    assert set(quotas) == {"send", "recv"}
+    for side, q in quotas.items():
         assert "CPU bandwidth quota" in q["note"] and "not a lower clock frequency" in q["note"]
         assert q["kind"] in (quota.KIND_V1, quota.KIND_V2)
         assert (q["fraction"], q["quota_us"], q["period_us"]) == (0.5, 50_000, 100_000)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import subprocess
@@ -20,6 +21,7 @@ from typing import Any
 
 from qoelab.errors import QoelabError
 
+log = logging.getLogger("qoelab.vose")
 ENV_BINARY = "QOELAB_VOSE_PAIR"
 NOT_BUILT = "vose-pair is not built (run make deps)"
 DEVICES = ("checksum", "sha1_only", "aes_only", "aes_cbc", "sha1_aes", "sha1_aes_cbc")
@@ -227,7 +229,10 @@ class PairProcess:
             if d.get("type") == "listening":
                 self._listening.set()
             elif self._on_line is not None:
-                self._on_line(d)
+                try:
+                    self._on_line(d)
+                except Exception:  # a broken callback must not stop the reading: the end would block
+                    log.exception("the %s end's line callback failed", self.role)
         self._listening.set()  # EOF: whoever waits must look at the exit status
 
     def wait_listening(self, timeout: float) -> None:
