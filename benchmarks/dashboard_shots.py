@@ -42,3 +42,33 @@ def save_charts(page: Any, base: str, sweep_id: int, outdir: Path, prefix: str) 
         names.append(f"{prefix}-{chart}.png")
         fig.screenshot(path=str(outdir / names[-1]))
     return names
+
+
+def start_from_form(page: Any, base: str, job_type: str, form: dict[str, str]) -> int:
+    """Fill the New-sweep form as a researcher does (grid values comma-separated, fixed values one
+    each), create the sweep and return its id."""
+    import re
+
+    page.goto(f"{base}/sweeps/new/?job_type={job_type}")
+    for name, value in form.items():
+        page.locator(f'[name="{name}"]').fill(value)
+    page.get_by_role("button", name="Create sweep").click()
+    page.wait_for_url(re.compile(r"/sweeps/\d+/$"))
+    return int(re.search(r"/sweeps/(\d+)/$", page.url).group(1))
+
+
+def wait_finished(page: Any, base: str, sweep: int, timeout: float) -> None:
+    """Poll the sweep's status via the API the page itself uses (the session cookie)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        progress = page.request.get(f"{base}/api/sweeps/{sweep}/").json().get("progress") or {}
+        print(f"  {progress.get('done')}/{progress.get('total')} trials", flush=True)
+        if progress.get("cancelled") or (
+            progress.get("total") and progress.get("done") == progress.get("total")
+        ):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"sweep {sweep} did not finish within {timeout:g} s")
+        time.sleep(20)

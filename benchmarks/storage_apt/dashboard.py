@@ -11,9 +11,7 @@ Needs a running lab (``make demo``) with a worker that offers apt.nbd.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,40 +45,15 @@ def main() -> int:
 
     with sync_playwright() as p:
         browser, page = dashboard_shots.logged_in_page(p, base, args.user, args.password)
-        sweep = args.sweep or start_from_form(page, base)
+        sweep = args.sweep or dashboard_shots.start_from_form(page, base, "storage_apt", FORM)
         print(f"sweep {sweep}: {base}/sweeps/{sweep}/", flush=True)
-        wait_finished(page, base, sweep, args.timeout)
+        dashboard_shots.wait_finished(page, base, sweep, args.timeout)
         for name in dashboard_shots.save_charts(page, base, sweep, IMG, "s1"):
             print(f"saved docs/img/storage-apt/{name}")
         page.locator("#findings").screenshot(path=str(IMG / "s1-findings.png"))
         print("saved docs/img/storage-apt/s1-findings.png")
         browser.close()
     return 0
-
-
-def start_from_form(page, base: str) -> int:
-    page.goto(base + "/sweeps/new/?job_type=storage_apt")
-    for name, value in FORM.items():
-        page.locator(f'[name="{name}"]').fill(value)
-    page.get_by_role("button", name="Create sweep").click()
-    page.wait_for_url(re.compile(r"/sweeps/\d+/$"))
-    return int(re.search(r"/sweeps/(\d+)/$", page.url).group(1))
-
-
-def wait_finished(page, base: str, sweep: int, timeout: float) -> None:
-    """Poll the sweep's status via the API the page itself uses (the session cookie)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        body = page.request.get(f"{base}/api/sweeps/{sweep}/").json()
-        progress = body.get("progress") or {}
-        print(f"  {progress.get('done')}/{progress.get('total')} trials", flush=True)
-        if progress.get("cancelled") or (
-            progress.get("total") and progress.get("done") == progress.get("total")
-        ):
-            return
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"sweep {sweep} did not finish within {timeout:g} s")
-        time.sleep(20)
 
 
 if __name__ == "__main__":

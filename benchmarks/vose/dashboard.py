@@ -12,7 +12,6 @@ Needs a running lab (``make demo``) with a worker that offers vose.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -54,33 +53,23 @@ def main() -> int:
     args = parser.parse_args()
     base = args.base.rstrip("/")
     sys.path.insert(0, str(REPO / "benchmarks"))
-    sys.path.insert(0, str(REPO / "benchmarks" / "storage_apt"))
     import dashboard_shots
-
-    from dashboard import wait_finished  # benchmarks/storage_apt/dashboard.py: polls the sweep's API
 
     IMG.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser, page = dashboard_shots.logged_in_page(p, base, args.user, args.password)
-        sweeps = args.sweeps or [start_from_form(page, base, form) for form in FORMS.values()]
+        sweeps = args.sweeps or [
+            dashboard_shots.start_from_form(page, base, "vose", f) for f in FORMS.values()
+        ]
         for key, sweep in zip(FORMS, sweeps, strict=True):
             print(f"{key}: sweep {sweep}: {base}/sweeps/{sweep}/", flush=True)
-            wait_finished(page, base, sweep, args.timeout)
+            dashboard_shots.wait_finished(page, base, sweep, args.timeout)
             for name in dashboard_shots.save_charts(page, base, sweep, IMG, key):
                 print(f"saved docs/img/vose/{name}")
             page.locator("#findings").screenshot(path=str(IMG / f"{key}-findings.png"))
             print(f"saved docs/img/vose/{key}-findings.png")
         browser.close()
     return 0
-
-
-def start_from_form(page, base: str, form: dict[str, str]) -> int:
-    page.goto(base + "/sweeps/new/?job_type=vose")
-    for name, value in form.items():
-        page.locator(f'[name="{name}"]').fill(value)
-    page.get_by_role("button", name="Create sweep").click()
-    page.wait_for_url(re.compile(r"/sweeps/\d+/$"))
-    return int(re.search(r"/sweeps/(\d+)/$", page.url).group(1))
 
 
 if __name__ == "__main__":
