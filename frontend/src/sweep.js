@@ -89,10 +89,12 @@
     return `${form.dataset.chartUrl}?${params.toString()}`;
   }
 
+  // Resolves when every chart has been redrawn (drawChart reports its own errors, never rejects).
   function redrawAll() {
-    presetFigures().forEach((f) => drawChart(f, f.dataset.chartUrl));
+    const draws = presetFigures().map((f) => drawChart(f, f.dataset.chartUrl));
     const form = document.getElementById("custom-chart");
-    if (form) drawChart(document.getElementById("custom-chart-figure"), customUrl(form));
+    if (form) draws.push(drawChart(document.getElementById("custom-chart-figure"), customUrl(form)));
+    return Promise.all(draws);
   }
 
   function setUpCustomChart() {
@@ -157,10 +159,9 @@
         const p = fromApi(await getJson(root.dataset.progressUrl));
         const changed = p.done !== lastDone;
         lastDone = p.done;
-        // The table first, so that "finished" never shows next to a stale trial table.
-        if (changed) await refreshTrials(root.dataset.trialsUrl);
+        // Table and charts first, so that "finished" never shows next to stale ones.
+        if (changed) await Promise.all([refreshTrials(root.dataset.trialsUrl), redrawAll()]);
         showProgress(root, p);
-        if (changed) redrawAll();
         root.querySelector("[data-role=poll-error]").textContent = "";
         if (p.finished) {
           stopped = true;

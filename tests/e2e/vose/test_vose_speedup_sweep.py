@@ -53,8 +53,12 @@ def test_a_checksum_speedup_sweep_draws_fig_311_with_reference_lines(
     trials = lab_stack.api().get_all("/api/trials/", sweep=sweep["id"])
     assert [t["status"] for t in trials] == ["succeeded"] * 4, [t["error"] for t in trials]
 
+    # A redraw from before the last trial finished may still be on screen: wait for the final one
+    # (three series, vose with both speedups).
     full = f"(({DATASETS_JS})() ?? [])"
-    page.wait_for_function(f"() => {full}.length === 3", timeout=30_000)
+    vose_full = "d.some((s) => s.points.length === 2 && !s.dashed)"
+    final = f"() => {{ const d = {full}; return d.length === 3 && {vose_full}; }}"
+    page.wait_for_function(final, timeout=30_000)
     sets = {d["label"]: d for d in page.evaluate(DATASETS_JS)}
     assert set(sets) == {"mode = software", "mode = hardware", "mode = vose"}, sets
     vose = sets["mode = vose"]
