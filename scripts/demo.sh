@@ -3,12 +3,15 @@
 # scheduler in the background, run a small real sweep and print where to look.
 #   scripts/demo.sh start | stop
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$(pwd)
 STATE=$ROOT/.state
 RUN=$STATE/run
 LOGS=$STATE/logs
 mkdir -p "$RUN" "$LOGS"
+# Logs are the owner's only (a log line may name a host or a failing request). Not a global umask:
+# the worker's trials share files with desktop and guest processes that may run as other users.
+chmod 700 "$LOGS"
 BIND=${QOELAB_BIND:-127.0.0.1:8000}
 URL=http://${BIND/0.0.0.0/127.0.0.1}
 USERNAME=${QOELAB_DEMO_USER:-researcher}
@@ -38,6 +41,7 @@ stop_all() {
 
 launch() {  # launch NAME CMD... : in its own process group, output to .state/logs/NAME.log
   local name=$1; shift
+  install -m 600 /dev/null "$LOGS/$name.log"  # 0600 even when the file existed before
   setsid "$@" >"$LOGS/$name.log" 2>&1 < /dev/null &
   echo $! >"$RUN/$name.pid"
 }
@@ -54,18 +58,21 @@ start() {
   password=$(kept researcher_password)
   host=${QOELAB_HOST_NAME:-$(hostname)}
   host_token=$(kept host_token)
+  api_token=$(kept api_token)
 
   stop_all
   echo "==> migrating the database"
   "${manage[@]}" migrate --noinput >"$LOGS/migrate.log" || { cat "$LOGS/migrate.log"; exit 1; }
   "${manage[@]}" collectstatic --noinput >/dev/null
-  api_token=$("${manage[@]}" create_researcher "$USERNAME" --password "$password" 2>/dev/null)
+  # API tokens are stored hashed: the demo keeps its own in .state so it stays the same across runs.
+  "${manage[@]}" create_researcher "$USERNAME" --password "$password" --token "$api_token" >/dev/null 2>&1
   "${manage[@]}" add_host "$host" --token "$host_token" >/dev/null 2>&1
 
   echo "==> starting web ($URL), scheduler and worker (logs in .state/logs/)"
   launch web .venv/bin/gunicorn --chdir backend qoelab_web.wsgi -b "$BIND" --workers 2 --timeout 120
   launch scheduler "${manage[@]}" scheduler
-  launch worker .venv/bin/qoelab worker --broker "$REDIS_URL" --backend "$URL" --token "$host_token" --name "$host"
+  # Tokens go by environment, not argv: anyone on the host can read a command line in ps.
+  QOELAB_HOST_TOKEN=$host_token launch worker .venv/bin/qoelab worker --broker "$REDIS_URL" --backend "$URL" --name "$host"
   for _ in $(seq 120); do
     curl -fsS "$URL/api/status/" >/dev/null 2>&1 && break
     sleep 0.5
@@ -73,7 +80,7 @@ start() {
   curl -fsS "$URL/api/status/" >/dev/null || { tail -30 "$LOGS/web.log"; echo "the web server did not start" >&2; exit 1; }
 
   echo "==> running the demo sweep $SPEC"
-  .venv/bin/qoelab sweep run "$SPEC" --api "$URL" --token "$api_token" --wait
+  QOELAB_API_TOKEN=$api_token .venv/bin/qoelab sweep run "$SPEC" --api "$URL" --wait
 
   cat <<MSG
 
@@ -84,6 +91,9 @@ qoelab is running.
   Logs:      .state/logs/   Stop with: make stop
 MSG
 }
+
+# Sourced (tests): define the functions only.
+[[ "${BASH_SOURCE[0]}" != "$0" ]] && return 0
 
 case "${1:-start}" in
   start) start ;;

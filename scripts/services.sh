@@ -12,6 +12,8 @@ PRIVATE_PG_PORT=${QOELAB_PRIVATE_PG_PORT:-54329}
 PRIVATE_REDIS_PORT=${QOELAB_PRIVATE_REDIS_PORT:-63799}
 DEFAULT_DB=postgres://postgres@127.0.0.1:5432/qoelab
 DEFAULT_REDIS=redis://127.0.0.1:6379/0
+# The private cluster's password: generated once, kept in the git-ignored state (0600).
+PG_PASSWORD_FILE=$STATE/pg_password
 
 pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1; }
 
@@ -31,6 +33,31 @@ ensure_database() {
   fi
 }
 
+private_pg_password() {
+  [ -s "$PG_PASSWORD_FILE" ] || (umask 077; head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$PG_PASSWORD_FILE")
+  chmod 600 "$PG_PASSWORD_FILE"; cat "$PG_PASSWORD_FILE"
+}
+
+# Password over TCP (scram-sha-256), peer on the socket (only the OS user 'postgres' as itself):
+# no more `trust`, where any local user could connect as the superuser.
+PRIVATE_PG_HBA='local all all peer
+host all all 127.0.0.1/32 scram-sha-256
+host all all ::1/128 scram-sha-256'
+
+# A cluster made before it had a password (trust): set the password and the rules above, reload.
+secure_private_pg() {
+  local bin=$1 data=$2 password
+  [ -f "$data/pg_hba.conf" ] || return 0
+  grep -Eq '^[^#]*[[:space:]]trust([[:space:]]|$)' "$data/pg_hba.conf" || return 0
+  password=$(private_pg_password)
+  echo "==> giving the private PostgreSQL cluster a password (it used trust)"
+  printf "ALTER ROLE postgres PASSWORD '%s';\n" "$password" \
+    | su postgres -s /bin/sh -c "psql -h /tmp -p $PRIVATE_PG_PORT -U postgres -d postgres -qAt -v ON_ERROR_STOP=1 -f -" \
+    >/dev/null
+  printf '%s\n' "$PRIVATE_PG_HBA" >"$data/pg_hba.conf"
+  su postgres -s /bin/sh -c "'$bin/pg_ctl' -D '$data' reload >/dev/null"
+}
+
 start_private_pg() {
   local bin data
   bin=$(pg_bin)
@@ -46,7 +73,11 @@ start_private_pg() {
   mkdir -p "$data"; chown postgres: "$data"; chmod 700 "$data"
   if [ ! -f "$data/PG_VERSION" ]; then
     echo "==> initialising a private PostgreSQL cluster in $data"
-    su postgres -s /bin/sh -c "'$bin/initdb' -D '$data' -U postgres --auth=trust -E UTF8 >/dev/null"
+    # The password reaches initdb in a file only 'postgres' reads, removed at once (never in argv).
+    local pwfile; pwfile=$(mktemp); private_pg_password >"$pwfile"; chown postgres: "$pwfile"
+    su postgres -s /bin/sh -c "'$bin/initdb' -D '$data' -U postgres -E UTF8 \
+        --auth-local=peer --auth-host=scram-sha-256 --pwfile='$pwfile' >/dev/null" || { rm -f "$pwfile"; exit 1; }
+    rm -f "$pwfile"
   fi
   echo "==> starting private PostgreSQL on 127.0.0.1:$PRIVATE_PG_PORT"
   su postgres -s /bin/sh -c "'$bin/pg_ctl' -D '$data' -l '$data/server.log' -w -t 60 \
@@ -69,8 +100,10 @@ up() {
     if [ -n "${DATABASE_URL:-}" ]; then
       echo "DATABASE_URL is set but PostgreSQL does not answer at it: $DATABASE_URL" >&2; exit 1
     fi
-    db=postgres://postgres@127.0.0.1:$PRIVATE_PG_PORT/qoelab
+    db=postgres://postgres:$(private_pg_password)@127.0.0.1:$PRIVATE_PG_PORT/qoelab
     pg_answers "$db" || start_private_pg
+    # Also when it was already running: trust accepts any password, so it answered above.
+    secure_private_pg "$(pg_bin)" "$(readlink -f "$STATE/postgres")"
   fi
   ensure_database "$db"
   if ! redis_answers "$redis"; then
@@ -80,8 +113,10 @@ up() {
     redis=redis://127.0.0.1:$PRIVATE_REDIS_PORT/0
     redis_answers "$redis" || start_private_redis
   fi
-  printf 'export DATABASE_URL=%q\nexport REDIS_URL=%q\n' "$db" "$redis" >"$STATE/env"
-  echo "==> PostgreSQL: $db"
+  # 0600: the URL may carry the private cluster's password.
+  (umask 077; printf 'export DATABASE_URL=%q\nexport REDIS_URL=%q\n' "$db" "$redis" >"$STATE/env")
+  chmod 600 "$STATE/env"
+  echo "==> PostgreSQL: $(sed -E 's#//([^:/@]+):[^@]*@#//\1:***@#' <<<"$db")"
   echo "==> Redis:      $redis"
 }
 

@@ -7,7 +7,6 @@ Every view goes through ``researcher_required`` and looks objects up in the quer
 from __future__ import annotations
 
 import json
-import mimetypes
 from typing import Any
 
 from django.contrib import messages
@@ -35,6 +34,7 @@ from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep
 from qoelab import presets
 from results import findings as results_findings
+from results import kinds
 from results.models import Artifact, Sample
 
 SAMPLES_PER_PAGE = 50
@@ -336,8 +336,6 @@ def artifact_download(request: HttpRequest, pk: int) -> FileResponse:
         Artifact.objects.filter(trial__in=trials_for(request.user)).select_related("trial"), pk=pk
     )
     try:
-        handle = artifact.file.open("rb")
+        return kinds.file_response(artifact)  # its kind's content type (never the name's), as an attachment
     except FileNotFoundError:
         raise Http404(f"the file of artifact {artifact.pk} is missing from storage") from None
-    ctype = mimetypes.guess_type(artifact.name)[0] or "application/octet-stream"
-    return FileResponse(handle, as_attachment=True, filename=artifact.name, content_type=ctype)

@@ -323,6 +323,24 @@ def finish(
     return FinishOutcome(trial, changed=True)
 
 
+def fail_unstorable_finish(trial_id: int, host: WorkerHost, errors: list[dict[str, str]]) -> bool:
+    """A finish from ``host`` whose body cannot be stored fails its running trial with the reason.
+
+    Otherwise the trial would stay ``running`` with its result lost (the worker has moved on).
+    True if the trial was failed; a trial not running on this host is left alone.
+    """
+    problems = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:10])
+    reason = f"the worker's finish could not be stored ({problems})"[:20000]
+    with transaction.atomic():
+        trial = Trial.objects.select_for_update().filter(pk=trial_id).first()
+        if trial is None or trial.status != TrialStatus.RUNNING or trial.host_id != host.pk:
+            return False
+        wake_scheduler()
+        trial.mark_failed(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
+    log.warning("trial %s failed on %s: %s", trial_id, host.name, reason)
+    return True
+
+
 def tick(now: Any = None, send: Any = None) -> Any:
     """One scheduler pass (see experiments.scheduler); ``manage.py scheduler`` calls this in a loop."""
     from experiments.scheduler import tick as _tick

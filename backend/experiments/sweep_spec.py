@@ -80,7 +80,7 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
     raw_exp = spec.get("experiment")
     if isinstance(raw_exp, bool) or raw_exp is None:
         err("experiment", "required: an experiment id or {name, description}")
-    elif isinstance(raw_exp, int) or (isinstance(raw_exp, str) and raw_exp.isdigit()):
+    elif isinstance(raw_exp, int) or (isinstance(raw_exp, str) and raw_exp.isascii() and raw_exp.isdigit()):
         experiment = _visible_experiments(user).filter(pk=int(raw_exp)).first()
         if experiment is None:
             err("experiment", f"no experiment with id {raw_exp} that you can use")

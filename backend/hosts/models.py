@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import datetime, timedelta
 
@@ -11,20 +10,13 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
+from qoelab_web.tokens import hash_token, new_token  # noqa: F401 (new_token: used via hosts.models)
+
 # Host names become Celery queue names (host.<name>) and URL parts: keep them plain.
 host_name_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9._-]{0,62}$",
     "a host name is 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit",
 )
-
-
-def hash_token(token: str) -> str:
-    # Tokens are 256-bit random strings, so a plain SHA-256 is enough (no password stretching).
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def new_token() -> str:
-    return secrets.token_urlsafe(32)
 
 
 class WorkerHostQuerySet(models.QuerySet):

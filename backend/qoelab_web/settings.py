@@ -82,9 +82,9 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "accounts",
     "hosts",
     "experiments",
     "results",
@@ -94,13 +94,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "qoelab_web.security.ContentSecurityPolicyMiddleware",  # CSP on every response (docs/security.md)
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # A login form re-rendered after a throttled attempt answers 429 + Retry-After (docs/security.md)
+    "qoelab_web.throttles.LoginThrottleMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # 400 for a NUL in an /api/ query string; every /api/ 404 as JSON (docs/security.md)
+    "qoelab_web.middleware.ApiInputMiddleware",
 ]
 
 ROOT_URLCONF = "qoelab_web.urls"
@@ -128,6 +133,24 @@ DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# Every throttle (failed logins, evaluator submissions) counts here, shared by all web processes:
+# per-process memory would let each gunicorn worker allow the whole rate. Keys carry a prefix, so
+# the cache may share the broker's Redis database; tests get a prefix of their own per process.
+CACHE_KEY_PREFIX = f"qoelab-test-{os.getpid()}" if TESTING else env_str("QOELAB_CACHE_KEY_PREFIX", "qoelab")
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": env_str("QOELAB_CACHE_URL", REDIS_URL),
+        "KEY_PREFIX": CACHE_KEY_PREFIX,
+    }
+}
+
+# Failed passwords allowed per username and per client address ("<count>/<n><s|min|hour>"), on the
+# login form, the admin's and POST /api/auth/token/; past them: 429 with Retry-After.
+QOELAB_LOGIN_FAILURES_PER_USER = env_str("QOELAB_LOGIN_FAILURES_PER_USER", "10/15min")
+QOELAB_LOGIN_FAILURES_PER_ADDRESS = env_str("QOELAB_LOGIN_FAILURES_PER_ADDRESS", "30/15min")
+AUTHENTICATION_BACKENDS = ["qoelab_web.throttles.ThrottledModelBackend"]
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -166,11 +189,19 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        # Researchers' API tokens, stored hashed (accounts.ApiToken), not DRF's plain authtoken.
+        "accounts.authentication.HashedTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    # Documents the shared 400/401/403/404/429 answers and pages only where DRF paginates.
+    "DEFAULT_SCHEMA_CLASS": "qoelab_web.schema.AutoSchema",
+    # Bodies that PostgreSQL cannot store (NUL, lone surrogates) or nest too deep answer 400.
+    "DEFAULT_PARSER_CLASSES": [
+        "qoelab_web.parsers.SafeJSONParser",
+        "qoelab_web.parsers.SafeFormParser",
+        "qoelab_web.parsers.SafeMultiPartParser",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "qoelab_web.pagination.BoundedLimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "qoelab_web.api.exception_handler",
 }
@@ -197,6 +228,9 @@ QOELAB_HEARTBEAT_TIMEOUT = env_int("QOELAB_HEARTBEAT_TIMEOUT", 60)
 # A trial queued this long without a claim lost its Celery message (Redis restarted, queue purged).
 QOELAB_QUEUED_TIMEOUT = env_int("QOELAB_QUEUED_TIMEOUT", 300)
 QOELAB_MAX_ARTIFACT_BYTES = env_int("QOELAB_MAX_ARTIFACT_BYTES", 2 * 1024**3)
+# Where the live evaluator page's remote-desktop client may open its WebSocket (CSP connect-src, besides
+# this origin): the lab workers' proxies. Any ws:/wss: by default; e.g. "wss://lab1.example:6080".
+QOELAB_CSP_CONNECT_SRC = env_str("QOELAB_CSP_CONNECT_SRC", "ws: wss:")
 # Days to keep trial artifacts (captures, logs, videos) before the scheduler deletes them; 0 keeps
 # them forever. Measurements (samples, summaries) and videos a rating campaign uses are never pruned.
 QOELAB_ARTIFACT_RETENTION_DAYS = env_int("QOELAB_ARTIFACT_RETENTION_DAYS", 0, lo=0)
@@ -209,7 +243,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # Evaluator link tokens (/rate/<token>/ on a 4xx), token= values and Authorization headers never
+    # reach a log line (qoelab_web/logredact.py); gunicorn's own handlers get it in wsgi.py.
+    "filters": {"redact": {"()": "qoelab_web.logredact.RedactTokens"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["redact"]}},
     "root": {"handlers": ["console"], "level": env_str("QOELAB_LOG_LEVEL", "INFO").upper()},
-    "loggers": {"django.db.backends": {"level": "WARNING"}},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        # Django's defaults give these their own unfiltered handlers: route them through ours.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
 }

@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from qoelab_web.auth import LoginView
+
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", LoginView.as_view(), name="login"),  # throttled; the rest is Django's
     path("accounts/", include("django.contrib.auth.urls")),
     path("api/", include("qoelab_web.api_urls")),
     path("rate/", include("ratings.rate_urls")),

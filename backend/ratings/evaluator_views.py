@@ -33,6 +33,7 @@ from ratings.choices import (
     Stage,
 )
 from ratings.models import Condition, Evaluator
+from results import kinds
 
 SESSION_KEY = "qoelab_rate_evaluator"
 
@@ -159,14 +160,23 @@ def media(request: HttpRequest, token: str, condition: int, stage: str) -> FileR
     artifact = cond.reference if stage == Stage.REFERENCE else cond.recording
     if not services.artifact_usable(artifact):
         raise Http404("no recording for this condition yet")
-    ctype = mimetypes.guess_type(artifact.name)[0] or "video/webm"
-    response = FileResponse(artifact.file.open("rb"), content_type=ctype)
+    try:
+        # Played in the page, so inline; only a video by its bytes, with the type of its format.
+        response = kinds.file_response(artifact, inline=True)
+    except (FileNotFoundError, kinds.ContentMismatch):
+        raise Http404("no playable recording for this condition") from None
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "same-origin"
     return response
 
 
 REFERENCE_FILE = re.compile(r"^[A-Za-z0-9_-]{1,40}\.(html|jpg|jpeg|png)$")
+# The generated workload pages (qoelab.rd.workload) position everything with style attributes and run
+# no script; only the evaluator page may frame them.
+LIVE_REFERENCE_CSP = (
+    "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; frame-ancestors 'self'; "
+    "base-uri 'none'; form-action 'none'"
+)
 # The workload a live_session trial shows (qoelab.jobs.live_session: seed 1, one page per screen).
 LIVE_WORKLOAD_SEED = 1
 
@@ -203,6 +213,7 @@ def live_reference(request: HttpRequest, token: str, condition: int, name: str) 
         raise Http404("no such page")
     ctype = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
     response = FileResponse(path.open("rb"), content_type=ctype)
+    response["Content-Security-Policy"] = LIVE_REFERENCE_CSP
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "same-origin"
     return response

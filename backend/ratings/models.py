@@ -7,12 +7,11 @@ decides when the rating form may be answered.
 
 from __future__ import annotations
 
-import hashlib
-
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from qoelab_web.tokens import hash_token  # noqa: F401 (evaluator links are stored hashed)
 from ratings.choices import (
     DEFAULT_ASPECTS,
     SCORE_MAX,
@@ -29,11 +28,6 @@ from ratings.choices import (
 
 def default_aspects() -> list[dict[str, str]]:
     return [{"key": k, "label": label} for k, label in DEFAULT_ASPECTS]
-
-
-def hash_token(raw: str) -> str:
-    """Evaluator tokens are stored as SHA-256: a database dump does not give away working links."""
-    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 class Campaign(models.Model):

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from django.apps import apps
-from django.conf import settings
 from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
@@ -27,6 +26,7 @@ from scipy import stats
 
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
+from results import kinds
 from results.models import Artifact, Sample, SeriesPoint, SummaryValue
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"
@@ -126,19 +126,33 @@ class ArtifactRejected(Exception):
         super().__init__(f"{field}: {message}")
 
 
+class ArtifactTooLarge(ArtifactRejected):
+    """Larger than its kind allows (HTTP 413)."""
+
+
 def store_artifact(trial: Trial, upload: Any, kind: str, sha256: str) -> Artifact:
-    """Save an uploaded file, verifying its size limit and SHA-256 before it is recorded."""
-    limit = settings.QOELAB_MAX_ARTIFACT_BYTES
+    """Save an uploaded file, verifying its kind's size limit, SHA-256 and content before it is recorded."""
+    try:
+        limit = kinds.get_kind(kind).limit()
+    except kinds.ContentMismatch as exc:
+        raise ArtifactRejected(exc.field, exc.message) from None
     if upload.size > limit:
-        raise ArtifactRejected(
-            "file", f"is {upload.size} bytes; at most {limit} bytes (QOELAB_MAX_ARTIFACT_BYTES)"
+        raise ArtifactTooLarge(
+            "file", f"is {upload.size} bytes; a {kind} is at most {limit} bytes (QOELAB_MAX_ARTIFACT_BYTES)"
         )
     digest = hashlib.sha256()
+    head = b""
     for chunk in upload.chunks():
         digest.update(chunk)
+        if len(head) < kinds.HEAD_BYTES:
+            head += chunk[: kinds.HEAD_BYTES - len(head)]
     actual = digest.hexdigest()
     if actual != sha256.lower():
         raise ArtifactRejected("sha256", f"does not match the uploaded file (got {actual}); upload again")
+    try:
+        kinds.check_content(kind, head)
+    except kinds.ContentMismatch as exc:
+        raise ArtifactRejected(exc.field, exc.message) from None
     upload.seek(0)
     name = Path(upload.name or "artifact").name[:200] or "artifact"
     artifact = Artifact(

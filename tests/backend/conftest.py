@@ -108,3 +108,31 @@ def client_for() -> Any:
         return c
 
     return make
+
+
+@pytest.fixture
+def wsgi_app(db: Any) -> Iterator[Any]:
+    """The Django WSGI app, called in the test's transaction (schemathesis' ``case.call(app=...)``).
+
+    The WSGI handler closes the connection after each request, which would end the test's
+    transaction; Django's own test client disconnects the same signal handler (and connects it
+    again after each of its requests: request this fixture after fixtures that use ``client``).
+    """
+    from django.core import signals
+    from django.core.wsgi import get_wsgi_application
+    from django.db import close_old_connections
+
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    yield get_wsgi_application()
+    signals.request_started.connect(close_old_connections)
+    signals.request_finished.connect(close_old_connections)
+
+
+@pytest.fixture
+def openapi(db: Any) -> Any:
+    """The OpenAPI schema as ``make schema`` writes it, loaded by schemathesis."""
+    import schemathesis
+    from drf_spectacular.generators import SchemaGenerator
+
+    return schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))

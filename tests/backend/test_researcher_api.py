@@ -155,7 +155,7 @@ def test_trial_detail_has_summary_samples_series_and_downloadable_artifacts(
             "series": [{"name": "cpu", "t": 0.0, "value": 12.0}, {"name": "cpu", "t": 1.0, "value": 14.0}],
         },
     )
-    data = b"pcap bytes " * 100
+    data = b"\xd4\xc3\xb2\xa1" + b"pcap bytes " * 100
     art = store_artifact(trial, SimpleUploadedFile("c.pcap", data), "pcap", hashlib.sha256(data).hexdigest())
     trial.mark_succeeded(host_id=lab.host.pk)
     c = api_client_for(alice)

@@ -42,16 +42,44 @@ class BackendUnreachable(BackendError):
     """No answer from the backend (connection refused, DNS, timeout) after the retries."""
 
 
+def describe_body(resp: httpx.Response) -> str:
+    """One line about an error answer: the status, then its JSON error or what kind of page it was.
+
+    An HTML page (Django's or a proxy's error page) is never printed: a terminal full of markup
+    hides the status, and its text is the server's, not ours to show.
+    """
+    reason = f"HTTP {resp.status_code} {resp.reason_phrase}".rstrip()
+    ctype = resp.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype == "application/json" or ctype.endswith("+json"):
+        try:
+            detail = describe_error_payload(resp.json())
+            return f"{reason}: {detail}" if detail else reason
+        except ValueError:
+            pass
+    text = resp.text.strip()
+    if not text:
+        return reason
+    if "html" in ctype or "xml" in ctype or text.startswith("<"):
+        return f"{reason} (an HTML page of {len(resp.content):,} bytes, not shown)"
+    line = _one_line(text)
+    return f"{reason}: {line[:200]}{'...' if len(line) > 200 else ''}"
+
+
+def _one_line(text: str) -> str:
+    """``text`` without control characters (a terminal escape from a server) on one line."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
 def describe_error_payload(payload: Any) -> str:
     """Flatten a DRF error body into one line naming the fields: ``grid.rate: must be at most ...``."""
     if isinstance(payload, str):
-        return payload.strip()[:500]
+        return _one_line(payload)[:500]
     if isinstance(payload, list):
         return "; ".join(describe_error_payload(p) for p in payload)
     if isinstance(payload, dict):
         # qoelab's API puts the whole story in "detail" ("grid.loss[1]: must be at most 100 %").
         if isinstance(payload.get("detail"), str):
-            return payload["detail"].strip()
+            return _one_line(payload["detail"])
         parts = []
         for key, value in payload.items():
             text = describe_error_payload(value)
@@ -148,9 +176,7 @@ class _Http:
                     return resp
                 if last or not idempotent or resp.status_code < 500:
                     raise BackendError(
-                        f"the backend answered {method} {path} with HTTP {resp.status_code}: "
-                        f"{resp.text.strip()[:300]}",
-                        resp.status_code,
+                        f"the backend answered {method} {path} with {describe_body(resp)}", resp.status_code
                     )
                 log.info("%s %s: HTTP %s; retrying", method, url, resp.status_code)
             self._sleep(self._delay(attempt))
@@ -169,9 +195,10 @@ class _Http:
         if resp.status_code >= 400:
             if resp.status_code in (401, 403):
                 msg = f"the backend refused the credentials for {what} (HTTP {resp.status_code})"
-                detail = describe_error_payload(body)
+                detail = describe_body(resp) if isinstance(body, str) else describe_error_payload(body)
                 raise BackendError(f"{msg}: {detail}" if detail else msg, resp.status_code, body)
-            raise BackendError(f"{what} failed: {describe_error_payload(body)}", resp.status_code, body)
+            detail = describe_body(resp) if isinstance(body, str) else describe_error_payload(body)
+            raise BackendError(f"{what} failed: {detail}", resp.status_code, body)
         return body
 
 
@@ -206,6 +233,7 @@ class BackendClient(_Http):
         resp = self.request(
             "POST",
             f"/api/hosts/trials/{trial_id}/artifacts/",
+            params={"kind": kind},  # the backend checks the kind's size limit before reading the body
             data={"kind": kind, "sha256": digest},
             make_kwargs=files,
             idempotent=False,

@@ -22,18 +22,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from qoelab import specfile
 from qoelab.client import ApiClient
 from qoelab.errors import QoelabError
 from qoelab.params import field_errors
+from qoelab.specfile import SpecError
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
-
-
-class SpecError(QoelabError):
-    """The spec file is unreadable or a field is wrong; the message names file and field."""
 
 
 class ExperimentRef(BaseModel):
@@ -69,7 +66,7 @@ class SweepSpec(BaseModel):
         """The POST /api/sweeps/ body; a bare experiment name means {name: ...}."""
         exp = self.experiment
         if isinstance(exp, str):
-            exp = int(exp) if exp.isdigit() else {"name": exp}
+            exp = int(exp) if exp.isascii() and exp.isdigit() else {"name": exp}
         elif isinstance(exp, ExperimentRef):
             exp = exp.model_dump()
         body = self.model_dump(exclude_none=True, exclude={"experiment"})
@@ -80,17 +77,7 @@ class SweepSpec(BaseModel):
 
 def load_spec(path: Path) -> SweepSpec:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"cannot read the spec {path}: {err.strerror or err}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise SpecError(f"{path}{where}: not valid YAML: {problem}") from None
+    raw = specfile.load(path)  # UTF-8, size, depth, alias, duplicate-key and number checks
     if not isinstance(raw, dict):
         raise SpecError(f"{path}: a sweep spec is a mapping of fields (experiment, name, grid, ...)")
     try:

@@ -3,12 +3,17 @@
 Rates follow tc(8): ``bit`` suffixes are bits per second with SI prefixes (k = 1000), ``bps`` means
 *bytes* per second as in tc. Plain numbers are already SI (bit/s, seconds, fraction for loss is NOT
 accepted: a bare loss number is a percentage, as tc netem reads it).
+
+Only ASCII is read: ``１０mbit`` (full-width digits), ``10 mbit`` with a no-break space or Arabic-Indic
+digits are refused with the ASCII form to write instead, never converted silently (docs/security.md,
+"Spec files (YAML)"): what a trial stores as written is then what its parameters say.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import unicodedata
 
 from qoelab.errors import ParameterError
 
@@ -30,6 +35,18 @@ _TIME_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "msec": 1e-3, "us": 1e
 _SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "pkt": 1, "p": 1}
 
 
+def require_ascii(field: str, value: object) -> None:
+    """Refuse a string with characters outside ASCII, naming the field and the ASCII form if any."""
+    if isinstance(value, str) and not value.isascii():
+        # The suggestion maps any script's digits (full-width, Arabic-Indic) and NFKC look-alikes.
+        plain = "".join(
+            str(d) if (d := unicodedata.decimal(ch, None)) is not None else unicodedata.normalize("NFKC", ch)
+            for ch in value
+        )
+        hint = f"; write {plain!r}" if plain.isascii() else ""
+        raise ParameterError(field, f"{value!r} has non-ASCII characters{hint}")
+
+
 def _split(field: str, value: object, units: dict, kind: str) -> tuple[float, str]:
     if isinstance(value, bool):
         raise ParameterError(field, f"expected a {kind}, got {value!r}")
@@ -37,7 +54,8 @@ def _split(field: str, value: object, units: dict, kind: str) -> tuple[float, st
         return float(value), ""
     if not isinstance(value, str):
         raise ParameterError(field, f"expected a {kind}, got {value!r}")
-    m = re.fullmatch(_NUM + r"\s*([a-zA-Z%]*)", value.strip())
+    require_ascii(field, value)
+    m = re.fullmatch(_NUM + r"\s*([a-zA-Z%]*)", value.strip(), re.ASCII)
     if not m or m.group(2).lower() not in units:
         known = ", ".join(u for u in units if u)
         raise ParameterError(field, f"cannot read {value!r} as a {kind} (units: {known})")

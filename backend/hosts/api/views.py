@@ -6,8 +6,9 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -33,8 +34,10 @@ from hosts.api.serializers import (
 )
 from hosts.auth import HostTokenAuthentication, IsWorkerHost
 from hosts.models import WorkerHost
-from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
-from results.services import ArtifactRejected, store_artifact
+from qoelab.params import ParamsInvalid
+from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response, flatten
+from results import kinds, uploads
+from results.services import ArtifactRejected, ArtifactTooLarge, store_artifact
 
 log = logging.getLogger("qoelab.hosts")
 
@@ -130,18 +133,55 @@ def trial_call(request: Any, reply: Any, summary: str, ok: int = 200) -> Any:
 class ArtifactUploadView(WorkerAPIView):
     parser_classes = [MultiPartParser, FormParser]
 
-    @trial_call(
-        {"multipart/form-data": ArtifactUploadSerializer},
-        ArtifactReplySerializer,
-        "Upload one artifact of a running trial (SHA-256 verified)",
-        ok=201,
+    @extend_schema(
+        tags=WORKER_TAG,
+        request={"multipart/form-data": ArtifactUploadSerializer},
+        parameters=[
+            OpenApiParameter(
+                "kind",
+                str,
+                description="the artifact's kind, as in the form: its size limit is checked before the "
+                "body is read (optional for older workers; then the largest limit applies until the "
+                "form is read)",
+            )
+        ],
+        responses={
+            201: ArtifactReplySerializer,
+            400: ErrorSerializer,
+            404: DetailSerializer,
+            409: DetailSerializer,
+            411: ErrorSerializer,
+            413: ErrorSerializer,
+        },
+        summary="Upload one artifact of a running trial (kind checked against content, SHA-256 verified)",
     )
     def post(self, request: Request, trial_id: int) -> Response:
-        ser = ArtifactUploadSerializer(data=request.data)
-        ser.is_valid(raise_exception=True)
+        # Everything that can refuse the upload without its bytes is decided before the body is read:
+        # the trial runs on this host, the kind is known, the declared length fits its limit.
         trial = self.running_trial(trial_id)
         if isinstance(trial, Response):
             return trial
+        declared_kind = request.query_params.get("kind")
+        try:
+            cap = kinds.max_upload_bytes(declared_kind)
+        except kinds.ContentMismatch as exc:
+            return errors_response([{"field": exc.field, "message": exc.message}])
+        what = f"a {declared_kind}" if declared_kind else "an artifact"
+        refusal = uploads.declared_length_refusal(request.META, cap, what)
+        if refusal is not None:
+            code, message = refusal
+            log.info("trial %s: upload from %s refused unread: %s", trial.pk, self.host, message)
+            return errors_response([{"field": "file", "message": message}], status=code)
+        capped = uploads.cap_request(request._request, cap)
+        data = request.data  # the body is read here, streamed through the cap
+        if capped.exceeded:
+            message = f"is larger than {cap} bytes, the limit of {what} (QOELAB_MAX_ARTIFACT_BYTES)"
+            return errors_response([{"field": "file", "message": message}], status=413)
+        ser = ArtifactUploadSerializer(data=data)
+        ser.is_valid(raise_exception=True)
+        if declared_kind and ser.validated_data["kind"] != declared_kind:
+            message = f"is {ser.validated_data['kind']!r} in the form but {declared_kind!r} in the URL"
+            return errors_response([{"field": "kind", "message": message}])
         try:
             with transaction.atomic():
                 artifact = store_artifact(
@@ -150,6 +190,8 @@ class ArtifactUploadView(WorkerAPIView):
                     ser.validated_data["kind"],
                     ser.validated_data["sha256"],
                 )
+        except ArtifactTooLarge as exc:
+            return errors_response([{"field": exc.field, "message": exc.message}], status=413)
         except ArtifactRejected as exc:
             return errors_response([{"field": exc.field, "message": exc.message}])
         log.info(
@@ -185,8 +227,15 @@ class FinishView(WorkerAPIView):
         "Record a trial's outcome and result (idempotent; never overwrites a recorded outcome)",
     )
     def post(self, request: Request, trial_id: int) -> Response:
-        ser = FinishSerializer(data=request.data)
-        ser.is_valid(raise_exception=True)
+        try:
+            ser = FinishSerializer(data=request.data)
+            ser.is_valid(raise_exception=True)
+        except (ValidationError, ParseError, ParamsInvalid) as exc:
+            # The worker has finished and will not send this result again: fail the trial with the
+            # reason rather than leave it running with its result lost (the 400 still says why).
+            errors = exc.errors if isinstance(exc, ParamsInvalid) else flatten(exc.detail)
+            trial_services.fail_unstorable_finish(trial_id, self.host, errors)
+            raise
         data: dict[str, Any] = ser.validated_data
         try:
             outcome = trial_services.finish(

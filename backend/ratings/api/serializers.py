@@ -16,8 +16,8 @@ class AspectSerializer(serializers.Serializer):
 
 
 class ConditionSerializer(serializers.ModelSerializer):
-    recording = serializers.PrimaryKeyRelatedField(read_only=True)
-    reference = serializers.PrimaryKeyRelatedField(read_only=True)
+    recording = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
+    reference = serializers.PrimaryKeyRelatedField(read_only=True, allow_null=True)
 
     class Meta:
         model = Condition

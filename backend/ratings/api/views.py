@@ -245,7 +245,11 @@ class ConsentView(EvaluatorAPIView):
 class ScreenView(EvaluatorAPIView):
     @extend_schema(
         request=ScreenSerializer,
-        responses={200: OpenApiResponse(description="form state"), 409: DetailSerializer},
+        responses={
+            200: OpenApiResponse(description="form state"),
+            409: DetailSerializer,
+            429: DetailSerializer,
+        },
     )
     def post(self, request: Request) -> Response:
         ev = self.evaluator(request)

@@ -10,6 +10,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from experiments.permissions import IsResearcher
+from qoelab_web.api import DetailSerializer
+from results import kinds
 from results.models import Artifact
 
 
@@ -18,7 +20,10 @@ class ArtifactDownloadView(APIView):
 
     @extend_schema(
         tags=["trials"],
-        responses={(200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY), 404: None},
+        responses={
+            (200, "application/octet-stream"): OpenApiResponse(OpenApiTypes.BINARY),
+            404: DetailSerializer,
+        },
         summary="Download one artifact of a trial",
     )
     def get(self, request: Request, artifact_id: int) -> FileResponse:
@@ -29,7 +34,6 @@ class ArtifactDownloadView(APIView):
         if artifact is None:
             raise NotFound(f"no artifact {artifact_id}")
         try:
-            handle = artifact.file.open("rb")
+            return kinds.file_response(artifact)  # its kind's content type, as an attachment
         except FileNotFoundError:
             raise NotFound(f"the file of artifact {artifact_id} is missing from storage (pruned?)") from None
-        return FileResponse(handle, as_attachment=True, filename=artifact.name)

@@ -44,6 +44,7 @@ from qoelab.units import (
     parse_percent,
     parse_rate,
     parse_size,
+    require_ascii,
 )
 
 RATE_MIN_BPS = 8e3
@@ -299,6 +300,7 @@ def _check_percent(field: str, value: float) -> None:
 def _parse_int(value: object, field: str) -> int:
     if isinstance(value, bool):
         raise ParameterError(field, f"must be an integer, got {value!r}")
+    require_ascii(field, value)  # float() reads full-width digits
     try:
         as_float = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):

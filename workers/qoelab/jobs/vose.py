@@ -18,8 +18,10 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from qoelab import params as p
 from qoelab.emulation.profile import RATE_MAX_BPS, RATE_MIN_BPS, LinkParams
+from qoelab.errors import ParameterError
 from qoelab.jobs import register
 from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
+from qoelab.units import require_ascii
 
 SPEEDUP_MAX = 1000.0
 DEVICE_PIECES = {
@@ -90,6 +92,10 @@ class VoseParams(LinkParams):
         words = ("inf", "measured") if info.field_name == "speedup" else ("inf",)
         if value in words or (value is None and info.field_name == "speedup_r"):
             return value
+        try:
+            require_ascii(info.field_name or "speedup", value)  # float() reads full-width digits
+        except ParameterError as err:
+            raise ValueError(err.message) from None
         try:
             x = math.nan if isinstance(value, bool) else float(value)
         except (TypeError, ValueError):

@@ -7,13 +7,16 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
-from rest_framework.authtoken.models import Token
 
+from accounts.services import issue_token, revoke_tokens
 from experiments.permissions import researchers_group
 
 
 class Command(BaseCommand):
-    help = "Create (or update) a researcher: member of the 'researchers' group. Prints the user's API token."
+    help = (
+        "Create (or update) a researcher: member of the 'researchers' group. Prints a new API token "
+        "(tokens are stored hashed, so an existing one cannot be shown again; --token keeps a fixed one)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
@@ -22,11 +25,13 @@ class Command(BaseCommand):
         parser.add_argument(
             "--staff", action="store_true", help="also staff: sees every experiment, admin site"
         )
-        parser.add_argument("--token", help="use this API token (idempotent; for demos)")
+        parser.add_argument(
+            "--token", help="use this API token and revoke the user's others (idempotent; for demos)"
+        )
 
     def handle(self, *args: Any, **opts: Any) -> None:
-        if opts.get("token") is not None and len(opts["token"]) != 40:
-            raise CommandError("--token must be exactly 40 characters (DRF token length)")
+        if opts.get("token") is not None and len(opts["token"]) < 32:
+            raise CommandError("--token must be at least 32 characters (a random string)")
         User = get_user_model()  # noqa: N806
         with transaction.atomic():
             user, created = User.objects.get_or_create(username=opts["username"])
@@ -41,9 +46,7 @@ class Command(BaseCommand):
             user.save()
             user.groups.add(researchers_group())
             if opts.get("token"):
-                Token.objects.filter(user=user).exclude(key=opts["token"]).delete()
-                token, _ = Token.objects.get_or_create(user=user, key=opts["token"])
-            else:
-                token, _ = Token.objects.get_or_create(user=user)
+                revoke_tokens(user, keep=opts["token"])
+            token = issue_token(user, opts.get("token"))
         self.stderr.write(f"researcher {user.username} {'created' if created else 'updated'}; API token:")
-        self.stdout.write(token.key)
+        self.stdout.write(token)

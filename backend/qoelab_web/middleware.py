@@ -1,0 +1,40 @@
+"""API-wide request and response rules that no single view owns.
+
+- A query string holding text PostgreSQL cannot store (a NUL) answers 400 naming the parameter,
+  by the same rule as request bodies (``qoelab_web.parsers``).
+- Every 404 under /api/ is JSON ``{"detail": ...}``: an unknown URL, or a path converter that does
+  not match (``/api/hosts/trials/-1/claim/``), would otherwise get Django's HTML page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from qoelab_web.parsers import query_problems
+
+
+def _is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith("/api/")
+
+
+class ApiInputMiddleware:
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if _is_api(request) and (problems := query_problems(request.GET)):
+            return JsonResponse(
+                {"errors": problems, "detail": "; ".join(f"{p['field']}: {p['message']}" for p in problems)},
+                status=400,
+            )
+        response = self.get_response(request)
+        if (
+            response.status_code == 404
+            and _is_api(request)
+            and not hasattr(response, "accepted_renderer")  # DRF answered it: JSON, or HTML asked for
+            and not response.get("Content-Type", "").startswith("application/json")
+        ):
+            return JsonResponse({"detail": f"no API endpoint or object at {request.path_info}"}, status=404)
+        return response
