@@ -18,9 +18,11 @@ USERNAME=${QOELAB_DEMO_USER:-researcher}
 SPEC=${QOELAB_DEMO_SPEC:-examples/demo.yaml}
 
 # A value generated once and kept in .state, so running the demo again keeps logins and tokens.
+# kept NAME [BYTES]: a shorter value kept before (the 32-character secret key of older demos) is remade.
 kept() {
-  local f=$STATE/$1
-  [ -s "$f" ] || .venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(24))' >"$f"
+  local f=$STATE/$1 n=${2:-24}
+  [ -s "$f" ] && [ "$(tr -d '\n' <"$f" | wc -c)" -ge $((n * 4 / 3)) ] ||
+    .venv/bin/python -c "import secrets; print(secrets.token_urlsafe($n))" >"$f"
   chmod 600 "$f"; cat "$f"
 }
 
@@ -48,9 +50,10 @@ launch() {  # launch NAME CMD... : in its own process group, output to .state/lo
 
 start() {
   set -a; . "$STATE/env"; set +a
-  export QOELAB_SECRET_KEY; QOELAB_SECRET_KEY=$(kept secret_key)
+  export QOELAB_SECRET_KEY; QOELAB_SECRET_KEY=$(kept secret_key 50)  # production settings want 50+
   export QOELAB_DEBUG=false
   export QOELAB_ALLOWED_HOSTS=${QOELAB_ALLOWED_HOSTS:-*}
+  export QOELAB_BASE_URL=${QOELAB_BASE_URL:-$URL}  # invite links (never from the Host header)
   export QOELAB_MEDIA_ROOT=${QOELAB_MEDIA_ROOT:-$STATE/media}
   export QOELAB_LIVE_SESSION_PROVIDER=${QOELAB_LIVE_SESSION_PROVIDER:-ratings.live_provider}
   local manage=(.venv/bin/python backend/manage.py)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -69,9 +70,60 @@ if not SECRET_KEY:
             "(generate one: python -c 'import secrets; print(secrets.token_urlsafe(50))')"
         )
     SECRET_KEY = "qoelab-insecure-development-key-do-not-use-in-production"
+elif not (DEBUG or TESTING) and (len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5):
+    # Django's own bar (check --deploy, security.W009): a short key signs sessions and CSRF tokens.
+    raise ImproperlyConfigured(
+        f"QOELAB_SECRET_KEY is too short ({len(SECRET_KEY)} characters; at least 50, with 5 different "
+        "ones, when QOELAB_DEBUG is false): python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+    )
 
 ALLOWED_HOSTS = env_csv("QOELAB_ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]", "web"])
 CSRF_TRUSTED_ORIGINS = env_csv("QOELAB_CSRF_TRUSTED_ORIGINS", [])
+
+# The HTTPS profile (docs/security.md, "Deploying with HTTPS"): one switch a deployer sets when the site
+# is reached over TLS only; each part can be overridden. `manage.py check --deploy` is clean with it.
+QOELAB_HTTPS = env_bool("QOELAB_HTTPS", False)
+SECURE_SSL_REDIRECT = env_bool("QOELAB_SSL_REDIRECT", QOELAB_HTTPS)
+# Not redirected: the compose healthcheck (curl on the container's plain port) and the worker protocol
+# (workers inside the compose network call http://web:8000; a redirected POST would arrive as a GET,
+# and the host token was already sent when a redirect could answer).
+SECURE_REDIRECT_EXEMPT = [r"^api/status/$", r"^api/hosts/"]
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("QOELAB_SECURE_COOKIES", QOELAB_HTTPS)
+SECURE_HSTS_SECONDS = env_int("QOELAB_HSTS_SECONDS", 365 * 24 * 3600 if QOELAB_HTTPS else 0, lo=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("QOELAB_HSTS_INCLUDE_SUBDOMAINS", QOELAB_HTTPS)
+SECURE_HSTS_PRELOAD = env_bool("QOELAB_HSTS_PRELOAD", False)
+# security.W021 only says "without preload the site cannot be submitted to the browsers' preload
+# list". Preloading is a commitment of the whole registrable domain (example.org, not the lab's
+# lab.example.org) that its owner makes at hstspreload.org; QOELAB_HSTS_PRELOAD=true opts in.
+SILENCED_SYSTEM_CHECKS = ["security.W021"]
+
+
+def proxy_ssl_header(raw: str) -> tuple[str, str] | None:
+    """``X-Forwarded-Proto`` or ``X-Forwarded-Proto: https`` -> Django's SECURE_PROXY_SSL_HEADER."""
+    if not raw:
+        return None
+    name, _, value = raw.partition(":")
+    name, value = name.strip(), value.strip() or "https"
+    if not name or not all(c.isalnum() or c == "-" for c in name):
+        raise ImproperlyConfigured(f"QOELAB_PROXY_SSL_HEADER must be a header name, got {raw!r}")
+    return "HTTP_" + name.upper().replace("-", "_"), value
+
+
+# Only behind a TLS-terminating proxy that sets (and overwrites) this header: anyone reaching gunicorn
+# directly could send it too, so the web port must then be reachable only through the proxy.
+SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env_str("QOELAB_PROXY_SSL_HEADER", ""))
+
+# scheme://host[:port] evaluators' invite links are made from (never the request's Host header).
+# Unset: links come from the request only when QOELAB_DEBUG is true; otherwise invites are refused
+# with a message naming this setting (qoelab_web.baseurl).
+QOELAB_BASE_URL = env_str("QOELAB_BASE_URL", "").rstrip("/")
+_base = urlsplit(QOELAB_BASE_URL)
+# No path: reverse() already adds the script prefix of a site mounted below "/".
+if QOELAB_BASE_URL and (_base.scheme not in ("http", "https") or not _base.hostname or any(_base[2:])):
+    raise ImproperlyConfigured(
+        "QOELAB_BASE_URL must be scheme://host[:port] (e.g. https://lab.example.org), "
+        f"got {QOELAB_BASE_URL!r}"
+    )
 
 INSTALLED_APPS = [
     "django.contrib.admin",

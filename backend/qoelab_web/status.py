@@ -1,7 +1,9 @@
 """GET /api/status/: database, pending migrations, Redis and each worker's last heartbeat.
 
-Unauthenticated, for the compose healthcheck; it answers 503 when the database or Redis is down
+Open to anyone, for the compose healthcheck; it answers 503 when the database or Redis is down
 or migrations are pending, so ``curl -f`` fails. Worker liveness is reported, not required.
+Anonymous callers get only ``ok``; the details (server versions, worker names and capabilities)
+go to researchers, the people who may list ``/api/hosts/`` (session or API token).
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from experiments.permissions import is_researcher
+from qoelab_web.api import DetailSerializer
 
 
 class CheckSerializer(serializers.Serializer):
@@ -36,12 +41,13 @@ class WorkerStatusSerializer(serializers.Serializer):
 
 
 class StatusSerializer(serializers.Serializer):
-    ok = serializers.BooleanField()
-    database = CheckSerializer()
-    migrations = CheckSerializer()
-    redis = CheckSerializer()
-    workers = WorkerStatusSerializer(many=True)
-    heartbeat_timeout_s = serializers.IntegerField()
+    ok = serializers.BooleanField(help_text="database and Redis answer, no migration pending")
+    # The rest only for researchers (anonymous callers get only ``ok``).
+    database = CheckSerializer(required=False)
+    migrations = CheckSerializer(required=False)
+    redis = CheckSerializer(required=False)
+    workers = WorkerStatusSerializer(many=True, required=False)
+    heartbeat_timeout_s = serializers.IntegerField(required=False)
 
 
 def check_database() -> dict[str, Any]:
@@ -102,12 +108,15 @@ def workers() -> list[dict[str, Any]]:
     return out
 
 
-def collect() -> dict[str, Any]:
+def collect(details: bool = True) -> dict[str, Any]:
     db = check_database()
     migrations = check_migrations() if db["ok"] else {"ok": False, "detail": "database unreachable"}
     red = check_redis()
+    ok = db["ok"] and migrations["ok"] and red["ok"]
+    if not details:
+        return {"ok": ok}
     return {
-        "ok": db["ok"] and migrations["ok"] and red["ok"],
+        "ok": ok,
         "database": db,
         "migrations": migrations,
         "redis": red,
@@ -117,10 +126,13 @@ def collect() -> dict[str, Any]:
 
 
 class StatusView(APIView):
-    authentication_classes: list = []
+    # The API's default authentication: logged-in researchers (page session or API token) see the
+    # details; a wrong token answers 403.
     permission_classes = [AllowAny]
 
-    @extend_schema(tags=["status"], responses={200: StatusSerializer, 503: StatusSerializer})
+    @extend_schema(
+        tags=["status"], responses={200: StatusSerializer, 403: DetailSerializer, 503: StatusSerializer}
+    )
     def get(self, request: Request) -> Response:
-        data = collect()
+        data = collect(details=is_researcher(request.user))
         return Response(data, status=200 if data["ok"] else 503)

@@ -7,3 +7,7 @@ class RatingsConfig(AppConfig):
     name = "ratings"
     verbose_name = "Rating campaigns"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # `check --deploy` warns when invite links have no QOELAB_BASE_URL to start with.
+        import qoelab_web.baseurl  # noqa: F401

@@ -22,7 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_http_methods
 
-from ratings import live, services, throttle
+from ratings import delivery, live, services, throttle
 from ratings.choices import (
     IMPAIRMENT_SCALE,
     TRAINING_KINDS,
@@ -151,8 +151,12 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @require_GET
-def media(request: HttpRequest, token: str, condition: int, stage: str) -> FileResponse:
-    """The reference or degraded video of a condition in this evaluator's own task list."""
+def media(request: HttpRequest, token: str, condition: int, stage: str) -> HttpResponse:
+    """The reference or degraded video of a condition in this evaluator's own task list.
+
+    Answers HTTP Range requests (206) and records the bytes handed out (``ratings.delivery``): the
+    server's own evidence that the stimulus reached the page before it may be rated.
+    """
     ev = _evaluator(request, token)
     if ev is None or stage not in Stage.values or condition not in (ev.order or []):
         raise Http404("no such video for this link")
@@ -165,6 +169,23 @@ def media(request: HttpRequest, token: str, condition: int, stage: str) -> FileR
         response = kinds.file_response(artifact, inline=True)
     except (FileNotFoundError, kinds.ContentMismatch):
         raise Http404("no playable recording for this condition") from None
+    handle = response.file_to_stream
+    size = handle.seek(0, os.SEEK_END)
+    try:
+        byte_range = delivery.parse_range(request.headers.get("Range"), size)
+    except delivery.RangeNotSatisfiable:
+        handle.close()  # not response.close(): that would signal the end of the request
+        refused = HttpResponse(status=416)
+        refused["Content-Range"] = f"bytes */{size}"
+        return refused
+    start, end = byte_range or (0, size)
+    row = delivery.open_delivery(ev, cond, stage, artifact, size, start, end)
+    response.streaming_content = delivery.stream(handle, row.pk, start, end)
+    response["Content-Length"] = str(end - start)
+    response["Accept-Ranges"] = "bytes"
+    if byte_range is not None:
+        response.status_code = 206
+        response["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
     response["Cache-Control"] = "private, no-store"
     response["Referrer-Policy"] = "same-origin"
     return response

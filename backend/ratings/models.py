@@ -1,4 +1,5 @@
-"""Campaign -> Condition (what is rated) and Evaluator (who rates, by link) -> Rating, ScreenEvent, Slot.
+"""Campaign -> Condition (what is rated) and Evaluator (who rates, by link) -> Rating, ScreenEvent,
+MediaDelivery, Slot.
 
 Run state lives here, not in the browser: an evaluator's randomised order, position and the screens
 seen are rows, so a reload or a closed tab resumes where it stopped, and the server (not the page)
@@ -185,6 +186,33 @@ class ScreenEvent(models.Model):
                 fields=["evaluator", "condition", "stage", "screen_index"], name="screen_event_unique"
             )
         ]
+
+
+class MediaDelivery(models.Model):
+    """Bytes of a stimulus video the media view handed to an evaluator's browser: one row per response.
+
+    Written when the response starts (``sent_to = sent_from``) and again when it ends or is cut off,
+    so the rows of an (evaluator, condition, stage) say which byte ranges of which file reached the
+    page and when; a rating needs the union of its stimuli's ranges to cover each whole file.
+    """
+
+    evaluator = models.ForeignKey(Evaluator, on_delete=models.CASCADE, related_name="deliveries")
+    condition = models.ForeignKey(Condition, on_delete=models.CASCADE, related_name="deliveries")
+    stage = models.CharField(max_length=10, choices=Stage.choices)
+    artifact = models.ForeignKey("results.Artifact", null=True, on_delete=models.SET_NULL, related_name="+")
+    file_size = models.BigIntegerField(help_text="size of the file served, bytes")
+    sent_from = models.BigIntegerField(help_text="first byte of the range served")
+    sent_to = models.BigIntegerField(help_text="end (exclusive) of the bytes handed to the web server")
+    requested_to = models.BigIntegerField(help_text="end (exclusive) of the range asked for")
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True, help_text="last byte sent or response closed")
+
+    class Meta:
+        ordering = ["evaluator_id", "condition_id", "started_at", "id"]
+        indexes = [models.Index(fields=["evaluator", "condition", "stage"], name="delivery_eval_cond_stage")]
+
+    def __str__(self) -> str:
+        return f"{self.evaluator_id}/{self.condition_id}/{self.stage} [{self.sent_from}, {self.sent_to})"
 
 
 class Slot(models.Model):

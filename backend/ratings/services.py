@@ -25,7 +25,7 @@ from experiments.models import Sweep, Trial
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import ParameterError
 from qoelab.units import format_duration, format_rate, parse_duration, parse_percent, parse_rate
-from ratings import stats
+from ratings import delivery, stats
 from ratings.choices import (
     ASPECT_HELP,
     IMPAIRMENT_SCALE,
@@ -590,6 +590,8 @@ def form_state(evaluator: Evaluator, condition: Condition) -> dict[str, Any]:
     seen = screens_seen(evaluator, condition)
     need = campaign.required_screens
     problems = condition_problems(campaign, condition)
+    # Seen means seen: in recorded mode the server must also have handed out every byte of both videos.
+    undelivered = "" if problems else delivery.delivery_problem(evaluator, condition)
     return {
         "required": need,
         "reference_seen": seen[Stage.REFERENCE],
@@ -597,7 +599,11 @@ def form_state(evaluator: Evaluator, condition: Condition) -> dict[str, Any]:
         "reference_done": seen[Stage.REFERENCE] >= need,
         "degraded_done": seen[Stage.DEGRADED] >= need,
         "problems": problems,
-        "enabled": not problems and seen[Stage.REFERENCE] >= need and seen[Stage.DEGRADED] >= need,
+        "delivery_problem": undelivered,
+        "enabled": not problems
+        and not undelivered
+        and seen[Stage.REFERENCE] >= need
+        and seen[Stage.DEGRADED] >= need,
     }
 
 
@@ -617,6 +623,14 @@ def record_screen(
         raise FlowError(problems[0].capitalize() + "; this condition cannot be rated now.", 409)
     if stage == Stage.DEGRADED and not form_state(evaluator, condition)["reference_done"]:
         raise FlowError("Please go through the reference first, then the condition to rate.", 409)
+    if campaign.mode == CampaignMode.LIVE and stage == Stage.DEGRADED:
+        reported = delivery.pages_reported(evaluator, condition)
+        if index >= reported:
+            raise FlowError(
+                f"The lab computer has reported {reported} screen(s) of this remote desktop session so far; "
+                f"screen {index + 1} counts once it has reported it.",
+                409,
+            )
     ScreenEvent.objects.get_or_create(
         evaluator=evaluator,
         condition=condition,
@@ -679,13 +693,15 @@ def submit_ratings(evaluator: Evaluator, condition_id: int, scores: Any) -> Subm
         state = form_state(ev, condition)
         if state["problems"]:
             raise FlowError(state["problems"][0].capitalize() + "; this condition cannot be rated now.", 409)
-        if not state["enabled"]:
+        if not (state["reference_done"] and state["degraded_done"]):
             raise FlowError(
                 "The rating form opens after you have gone through the reference and the condition "
                 f"({state['required']} screen(s) each; seen {state['reference_seen']} and "
                 f"{state['degraded_seen']}).",
                 409,
             )
+        if state["delivery_problem"]:
+            raise FlowError(state["delivery_problem"], 409)
         seen = state["reference_seen"] + state["degraded_seen"]
         try:
             with transaction.atomic():
@@ -847,6 +863,8 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
         return {level: stats.alpha(m, level).to_json() for level in ("ordinal", "interval")}
 
     all_rows, kept_rows = table(matrix), table(kept_matrix)
+    # Shown, not excluded by rule: the researcher decides (docs/security.md "Seen means seen").
+    suspicious = delivery.suspicious_sessions(campaign)
     return {
         "campaign": campaign.pk,
         "aspects": campaign.aspects,
@@ -856,8 +874,13 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
                 "id": ev,
                 "label": labels.get(ev, str(ev)),
                 **{k: v for k, v in s.to_json().items() if k != "evaluator"},
+                "delivery": suspicious.get(ev, []),
             }
             for ev, s in screening.items()
+        ],
+        "suspicious": [
+            {"id": ev, "label": labels.get(ev, str(ev)), "reasons": reasons}
+            for ev, reasons in suspicious.items()
         ],
         "excluded": [
             {"id": ev, "label": labels.get(ev, str(ev)), "reasons": screening[ev].reasons} for ev in excluded

@@ -17,7 +17,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard.access import researcher_required, sweeps_for
-from ratings import live, services
+from qoelab_web.baseurl import BaseUrlMissing, site_base_url
+from ratings import delivery, live, services
 from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
 from ratings.models import Campaign, Condition, Evaluator
 
@@ -122,6 +123,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
 def _detail_context(request: HttpRequest, campaign: Campaign) -> dict[str, Any]:
     conds = list(campaign.conditions.select_related("recording", "reference", "repeat_of"))
     normal = [c for c in conds if c.kind == ConditionKind.NORMAL]
+    labels = dict(campaign.evaluators.values_list("id", "label"))
     return {
         "campaign": campaign,
         "conditions": [{"c": c, "problems": services.condition_problems(campaign, c)} for c in conds],
@@ -129,6 +131,10 @@ def _detail_context(request: HttpRequest, campaign: Campaign) -> dict[str, Any]:
         "best": next((c for c in conds if c.kind == ConditionKind.TRAINING_BEST), None),
         "worst": next((c for c in conds if c.kind == ConditionKind.TRAINING_WORST), None),
         "progress": services.progress(campaign),
+        "suspicious": [
+            {"label": labels.get(ev, str(ev)), "reasons": reasons}
+            for ev, reasons in delivery.suspicious_sessions(campaign).items()
+        ],
         "problems": services.readiness_problems(campaign) if campaign.status == CampaignStatus.DRAFT else [],
         "live_reason": "" if live.available() else live.unavailable_reason(),
         "is_live": campaign.mode == CampaignMode.LIVE,
@@ -195,6 +201,11 @@ def _set_anchors(campaign: Campaign, best: str, worst: str) -> None:
 def campaign_invite(request: HttpRequest, pk: int) -> HttpResponse:
     """Create evaluators and show their links once (this response is the only place they appear)."""
     campaign = _campaign_or_404(request, pk)
+    try:
+        base = site_base_url(request)  # before any evaluator exists: a link cannot be shown later
+    except BaseUrlMissing as exc:
+        messages.error(request, exc.message)
+        return redirect("ratings:campaign", pk=campaign.pk)
     raw_labels = [x.strip() for x in request.POST.get("labels", "").splitlines() if x.strip()]
     count = request.POST.get("count", "")
     try:
@@ -207,10 +218,7 @@ def campaign_invite(request: HttpRequest, pk: int) -> HttpResponse:
         for e in exc.errors:
             messages.error(request, e["message"])
         return redirect("ratings:campaign", pk=campaign.pk)
-    links = [
-        {"label": ev.label, "url": request.build_absolute_uri(reverse("ratings_rate:rate", args=[raw]))}
-        for ev, raw in made
-    ]
+    links = [{"label": ev.label, "url": base + reverse("ratings_rate:rate", args=[raw])} for ev, raw in made]
     ctx = {**_detail_context(request, campaign), "links": links}
     response = render(request, "ratings/campaign_detail.html", ctx)
     response["Cache-Control"] = "no-store"
@@ -227,8 +235,13 @@ def evaluator_action(request: HttpRequest, pk: int, evaluator: int) -> HttpRespo
         services.revoke(ev)
         messages.success(request, f"The link of {ev.label} no longer works.")
         return redirect("ratings:campaign", pk=campaign.pk)
+    try:
+        base = site_base_url(request)  # before the old link stops working
+    except BaseUrlMissing as exc:
+        messages.error(request, exc.message)
+        return redirect("ratings:campaign", pk=campaign.pk)
     raw = services.reissue(ev)
-    links = [{"label": ev.label, "url": request.build_absolute_uri(reverse("ratings_rate:rate", args=[raw]))}]
+    links = [{"label": ev.label, "url": base + reverse("ratings_rate:rate", args=[raw])}]
     response = render(
         request, "ratings/campaign_detail.html", {**_detail_context(request, campaign), "links": links}
     )

@@ -80,6 +80,13 @@ def media_root(settings: Any, tmp_path: Any) -> Any:
     return settings.MEDIA_ROOT
 
 
+@pytest.fixture(autouse=True)
+def base_url(settings: Any) -> str:
+    # Invite links come from QOELAB_BASE_URL (pytest-django runs with DEBUG off): the test client's host.
+    settings.QOELAB_BASE_URL = "http://testserver"
+    return settings.QOELAB_BASE_URL
+
+
 @pytest.fixture
 def sweep_of(alice: Any) -> Any:
     """Create a sweep through the service (fully validated) for ``user`` (default alice)."""

@@ -79,6 +79,15 @@ def invited(campaign: Any) -> Callable[[int], list[tuple[Any, str]]]:
     return make
 
 
+def watch(client: APIClient, condition: int, stages: tuple[str, ...] = ("reference", "degraded")) -> None:
+    """Fetch the condition's videos in full from the media view, as the page's <video> elements do."""
+    token = client._credentials["HTTP_AUTHORIZATION"].split()[1]
+    for stage in stages:
+        r = client.get(f"/rate/{token}/media/{condition}/{stage}/")
+        assert r.status_code == 200
+        b"".join(r.streaming_content)
+
+
 def walk(
     client: APIClient, scores: Callable[[dict[str, Any], int], int] | int = 4, stop_after: int | None = None
 ) -> int:
@@ -90,6 +99,7 @@ def walk(
         cond = state["condition"]
         if cond is None or (stop_after is not None and done >= stop_after):
             return done
+        watch(client, cond["id"])
         for stage in ("reference", "degraded"):
             r = client.post(
                 "/api/rate/screens/", {"condition": cond["id"], "stage": stage, "index": 0}, format="json"
@@ -358,7 +368,9 @@ def test_the_form_is_rejected_until_the_reference_and_the_condition_were_seen(
         c.post("/api/rate/ratings/", {"condition": cond, "scores": scores}, format="json").status_code == 409
     )
     r = c.post("/api/rate/screens/", {"condition": cond, "stage": "degraded", "index": 0}, format="json")
-    assert r.json()["enabled"]
+    assert not r.json()["enabled"]  # both "ended" events, but the server never handed out the videos
+    watch(c, cond)
+    assert c.get("/api/rate/state/").json()["condition"]["form"]["enabled"]
     # a screen index beyond what the mode needs is refused (recorded: one whole video per stage)
     r = c.post("/api/rate/screens/", {"condition": cond, "stage": "degraded", "index": 1}, format="json")
     assert r.status_code == 400
@@ -368,8 +380,10 @@ def test_the_form_is_rejected_until_the_reference_and_the_condition_were_seen(
 
 
 def test_live_mode_needs_every_screen_of_both_stages(alice: Any, sweep: Any) -> None:
+    from django.utils import timezone
+
     from ratings import services
-    from ratings.models import Evaluator
+    from ratings.models import Evaluator, Slot
 
     c = services.create_campaign(alice, name="live", mode="live", sweep=sweep, screens_per_condition=3)
     c.status = "open"  # opened by hand: the provider check is tested above, here only the screen rule
@@ -379,6 +393,12 @@ def test_live_mode_needs_every_screen_of_both_stages(alice: Any, sweep: Any) -> 
     cond = ev.order[0]
     for i in range(3):
         services.record_screen(ev, cond, "reference", i)
+    # Remote-desktop screens count only as far as the lab worker reported them for this case.
+    with pytest.raises(services.FlowError, match="reported 0 screen"):
+        services.record_screen(ev, cond, "degraded", 0)
+    Slot.objects.create(
+        condition_id=cond, evaluator=ev, state="active", expires_at=timezone.now(), session={"pages_seen": 3}
+    )
     for i in range(2):
         services.record_screen(ev, cond, "degraded", i)
     with pytest.raises(services.FlowError):
@@ -396,6 +416,7 @@ def test_submitting_twice_stores_the_rating_once(campaign: Any, invited: Any) ->
     c = ev_client(raw)
     c.post("/api/rate/consent/")
     cond = c.get("/api/rate/state/").json()["condition"]["id"]
+    watch(c, cond)
     for stage in ("reference", "degraded"):
         c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
     first = {k: 4 for k in campaign.aspect_keys}
@@ -418,6 +439,7 @@ def test_scores_must_cover_every_aspect_with_a_grade_from_1_to_5(campaign: Any, 
     c = ev_client(raw)
     c.post("/api/rate/consent/")
     cond = c.get("/api/rate/state/").json()["condition"]["id"]
+    watch(c, cond)
     for stage in ("reference", "degraded"):
         c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
     keys = campaign.aspect_keys
@@ -480,6 +502,7 @@ def test_the_pages_walk_through_consent_training_and_resume_after_a_reload(
     )
     assert r.status_code == 409 and b"The rating form opens after" in r.content
     api = ev_client(raw)
+    watch(api, cond)
     for stage in ("reference", "degraded"):
         api.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
     # A reload of the page shows the form enabled: the state is in the database.

@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from experiments.models import Sweep
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
+from qoelab_web.baseurl import BaseUrlMissing, site_base_url
 from ratings import live, services, throttle
 from ratings.api.auth import EvaluatorTokenAuthentication, IsEvaluator
 from ratings.api.serializers import (
@@ -148,14 +149,22 @@ class CampaignViewSet(
         return Response(CampaignSerializer(campaign).data)
 
     @extend_schema(
-        request=InviteSerializer, responses={201: InvitationSerializer(many=True), 400: ErrorSerializer}
+        request=InviteSerializer,
+        responses={201: InvitationSerializer(many=True), 400: ErrorSerializer, 503: DetailSerializer},
     )
     @action(detail=True, methods=["post"])
     def invite(self, request: Request, pk: str | None = None) -> Response:
-        """New evaluators with one-time links; the tokens appear in this answer only."""
+        """New evaluators with one-time links; the tokens appear in this answer only.
+
+        The links start with QOELAB_BASE_URL, never the request's Host; 503 when it is not set
+        (and QOELAB_DEBUG is false), before any evaluator is created."""
         campaign = self.get_object()
         body = InviteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        try:
+            base = site_base_url(request)
+        except BaseUrlMissing as exc:
+            return Response({"detail": exc.message}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         try:
             made = services.invite(
                 campaign, labels=body.validated_data.get("labels"), count=body.validated_data.get("count")
@@ -167,7 +176,7 @@ class CampaignViewSet(
                 "id": ev.pk,
                 "label": ev.label,
                 "token": raw,
-                "url": request.build_absolute_uri(reverse("ratings_rate:rate", args=[raw])),
+                "url": base + reverse("ratings_rate:rate", args=[raw]),
             }
             for ev, raw in made
         ]

@@ -61,6 +61,7 @@ def _answer(page: Any, score: int) -> None:
 def test_an_evaluator_consents_trains_rates_resumes_after_reload_and_finishes(
     live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str], save_screenshot: Any
 ) -> None:
+    from ratings.delivery import stage_deliveries
     from ratings.models import Evaluator, Rating
 
     campaign, token = recorded_campaign
@@ -137,12 +138,45 @@ def test_an_evaluator_consents_trains_rates_resumes_after_reload_and_finishes(
     assert ratings.filter(phase="main").count() == 6 * 4
     assert set(ratings.filter(phase="training").values_list("score", flat=True)) == {5, 1}
     assert ratings.filter(phase="main", aspect="screen_response", score=4).exists()
+    # Seen means seen: Chromium's playback fetched every byte of both videos of each rated condition.
+    for cid in ev.order:
+        cond = campaign.conditions.get(pk=cid)
+        assert all(d.complete for d in stage_deliveries(ev, cond).values()), cond.label
     assert not [p for p in page.qoelab_problems if not re.search(r"favicon", p)], page.qoelab_problems
+
+
+def test_reporting_the_videos_ended_without_playing_them_keeps_the_form_closed(
+    live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str]
+) -> None:
+    from ratings.models import Rating
+
+    campaign, token = recorded_campaign
+    page = chromium_page
+    page.goto(f"{live_server.url}/rate/{token}/")
+    page.get_by_label("I have read this and agree to take part").check()
+    page.get_by_role("button", name="Start").click()
+    page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+    # What a console user can do: report both videos ended without pressing Play.
+    page.evaluate("() => window.qoelabRate.reportScreen('reference', 0)")
+    page.evaluate("() => window.qoelabRate.reportScreen('degraded', 0)")
+    page.locator("#form-lock").filter(has_text="never reached this page").wait_for(timeout=10_000)
+    assert page.evaluate("() => document.getElementById('rating-fields').disabled") is True
+    # Forcing the form open in the page does not help: the server refuses and says why.
+    page.evaluate("() => { document.getElementById('rating-fields').disabled = false; }")
+    _answer(page, 5)
+    page.get_by_role("alert").filter(has_text="The reference video never reached this page").wait_for()
+    assert not Rating.objects.filter(evaluator__campaign=campaign).exists()
+    # Playing them for real opens the form.
+    _watch(page, "reference")
+    _watch(page, "degraded")
+    page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
 
 
 def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
     live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str], alice: Any
 ) -> None:
+    from django.test import Client
+
     from ratings import services
     from ratings.models import Evaluator
 
@@ -152,6 +186,7 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
     for cid in ev.order:
         ev.refresh_from_db()
         for stage in ("reference", "degraded"):
+            b"".join(Client().get(f"/rate/{token}/media/{cid}/{stage}/").streaming_content)  # delivered
             services.record_screen(ev, cid, stage, 0)
         # 5 on the reference-vs-reference trap, or screening would exclude this evaluator.
         services.submit_ratings(ev, cid, {k: 5 if cid == gold else 3 for k in campaign.aspect_keys})

@@ -52,7 +52,11 @@
     const fields = document.getElementById("rating-fields");
     if (fields) fields.disabled = !state.enabled;
     const lock = document.getElementById("form-lock");
-    if (lock) lock.textContent = state.enabled ? "You can answer now." : lock.textContent;
+    if (lock) {
+      // Both videos ended in the page but the server did not hand out all their bytes: say why.
+      const undelivered = refDone && degDone && state.delivery_problem;
+      lock.textContent = state.enabled ? "You can answer now." : undelivered || lock.textContent;
+    }
     app.dataset.enabled = state.enabled ? "true" : "false";
     if (state.enabled) {
       const first = document.querySelector("#rating-fields input[type=radio]");
