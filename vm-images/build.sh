@@ -150,6 +150,12 @@ done
 xset s off -dpms
 xsetroot -solid black
 openbox &
+# The browser only once the window manager is up (it sets _NET_SUPPORTING_WM_CHECK on the root):
+# a kiosk window mapped before that may wait for the WM forever (docs/vm.md, "Chromium 156").
+i=0
+while [ $i -lt 60 ] && ! xprop -root _NET_SUPPORTING_WM_CHECK 2>/dev/null | grep -q 'window id'; do
+    sleep 0.5; i=$((i + 1))
+done
 qoelab-kiosk-browser /tmp/qoelab-chromium "$url" &
 browser=$!
 # Poll rather than `xdotool search --sync`: that exits with an X error when one of chromium's
@@ -169,13 +175,45 @@ chmod 755 "$ROOT/usr/local/bin/qoelab-session"
 cat >"$ROOT/usr/local/bin/qoelab-kiosk-browser" <<'BROWSER'
 #!/bin/sh
 # usage: qoelab-kiosk-browser PROFILE_DIR URL
+start_browser() {
+    exec chromium --no-sandbox --test-type --disable-gpu --disable-background-networking --disable-component-update \
+        --disable-features=Translate,MediaRouter,OptimizationHints,WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup \
+        --disable-session-crashed-bubble \
+        --disable-smooth-scrolling --noerrdialogs --no-first-run --no-default-browser-check \
+        --password-store=basic --kiosk --window-size=800,600 --window-position=0,0 \
+        --user-data-dir="$1" "$2"
+}
+# Chromium 156 sometimes never commits its first navigation when started while the guest boots
+# under TCG: the window stays "Untitled" and blank (docs/vm.md, "Chromium 156"). Every qoelab page's
+# title starts with "qoelab", so a browser whose window has shown no such title STALL_S after it was
+# mapped (or that mapped none within MAP_S) is restarted, twice at most; each restart is reported
+# on ttyS1 next to the ready line. Times are guest uptime.
 profile="$1"; url="$2"
-rm -rf "$profile"
-exec chromium --no-sandbox --test-type --disable-gpu --disable-background-networking --disable-component-update \
-    --disable-features=Translate,MediaRouter,OptimizationHints --disable-session-crashed-bubble \
-    --disable-smooth-scrolling --noerrdialogs --no-first-run --no-default-browser-check \
-    --password-store=basic --kiosk --window-size=800,600 --window-position=0,0 \
-    --user-data-dir="$profile" "$url"
+STALL_S=${QOELAB_BROWSER_STALL_S:-60}
+MAP_S=${QOELAB_BROWSER_MAP_S:-240}
+uptime_s() { cut -d. -f1 /proc/uptime; }
+for attempt in 1 2 3; do
+    rm -rf "$profile"
+    # Its output to a file beside the profile, for diagnosis (a stalled browser wrote nothing).
+    start_browser "$profile" "$url" >"$profile.log" 2>&1 </dev/null &
+    pid=$!
+    deadline=$(($(uptime_s) + MAP_S)); mapped=0
+    while kill -0 "$pid" 2>/dev/null; do
+        if xdotool search --onlyvisible --name '^qoelab' >/dev/null 2>&1; then
+            wait "$pid"; exit $?
+        fi
+        if [ "$mapped" = 0 ] && xdotool search --onlyvisible --class chromium >/dev/null 2>&1; then
+            mapped=1; deadline=$(($(uptime_s) + STALL_S))
+        fi
+        [ "$(uptime_s)" -ge "$deadline" ] && break
+        sleep 0.5
+    done
+    kill -0 "$pid" 2>/dev/null || { wait "$pid"; exit $?; }
+    [ -w /dev/ttyS1 ] && echo "QOELAB-BROWSER-RESTART $attempt $(cut -d' ' -f1 /proc/uptime)" >/dev/ttyS1
+    pkill -KILL -f -- "--user-data-dir=$profile" 2>/dev/null
+    wait "$pid" 2>/dev/null
+done
+exit 1
 BROWSER
 # X2Go session command (pyhoca-cli -c qoelab-x2go-kiosk): the same start page inside the X2Go agent.
 # python-x2go only runs commands `which` finds on the server and mangles any containing '/'.
@@ -191,7 +229,7 @@ echo 'X2GO_NXAGENT_DEFAULT_OPTIONS+=" -irlimit 1000000"' >>"$ROOT/etc/x2go/x2goa
 cat >"$ROOT/etc/systemd/system/qoelab-kiosk.service" <<'UNIT'
 [Unit]
 Description=qoelab kiosk (autologin X session of user rd)
-After=systemd-user-sessions.service local-fs.target
+After=systemd-user-sessions.service local-fs.target dbus.service systemd-logind.service
 [Service]
 User=rd
 WorkingDirectory=/home/rd

@@ -43,7 +43,9 @@ def _tcp_banner(link, which: str, host: str, port: int, want: bytes) -> bytes:
     return res.stdout.encode("latin1")
 
 
-def test_a_booted_guest_serves_vnc_spice_and_ssh_on_the_server_side(image, tmp_path: Path) -> None:
+def test_a_booted_guest_serves_vnc_spice_and_ssh_on_the_server_side(
+    image, tmp_path: Path, guest_paint
+) -> None:
     from qoelab.emulation import LinkProfile, emulated_link
     from qoelab.emulation.topology import SERVER_IP
     from qoelab.rd.desktop import serve_pages
@@ -60,7 +62,7 @@ def test_a_booted_guest_serves_vnc_spice_and_ssh_on_the_server_side(image, tmp_p
         serve_pages(procs, server_ns, vmguest.TAP_HOST_ADDR[0], tmp_path / "pages", port=vmguest.PAGE_PORT)
         forward_ssh_to_guest(server_ns, SERVER_IP, 22)
         try:
-            with vmguest.running_guest(
+            with guest_paint.stall_is_expected(), vmguest.running_guest(
                 prefix, tmp_path / "vm", ns=server_ns, listen_ip=SERVER_IP, image=image,
                 ready_check=_link_on_screen,
             ) as g:  # fmt: skip
@@ -135,18 +137,22 @@ def test_a_guest_never_ready_fails_with_its_console_and_leaves_nothing(image, tm
 
 
 @pytest.mark.parametrize("protocol", ["vnc", "spice", "x2go"])
-def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: Path, protocol: str) -> None:
+def test_a_vm_mode_trial_measures_real_updates_across_the_link(
+    image, tmp_path: Path, protocol: str, guest_paint
+) -> None:
     from qoelab.emulation import LinkProfile, emulated_link
     from qoelab.vm.bench import run_vm_bench
 
     prefix = "qvb" + secrets.token_hex(3)
     record = protocol == "vnc"  # recorded-mode ratings work in VM mode too; once is enough
-    with emulated_link(LinkProfile.parse(rate="10mbit", delay="10ms"), prefix=prefix) as link:
+    link_cm = emulated_link(LinkProfile.parse(rate="10mbit", delay="10ms"), prefix=prefix)
+    with link_cm as link, guest_paint.stall_is_expected():
         # quiet 2 s: under TCG the guest can pause longer than 0.5 s in the middle of a page change.
         result = run_vm_bench(
             protocol, link.server_ns, link.client_ns, link.server_ip, link.client_if, tmp_path,
             pages=2, quiet_s=2.0, prefix=prefix, record=record,
         )  # fmt: skip
+    guest_paint.check(str(result["vm"].get("snapshot_error") or ""))
     print(f"{protocol}: vm {result['vm']['accel']} ready {result['vm']['boot_to_ready_s']} s, T/X:",
           [(round(u["T_ms"]), u["bytes_down"]) for u in result["updates"]])  # fmt: skip
     assert result["vm"]["accel"] in ("kvm", "tcg")

@@ -53,13 +53,17 @@ SPICE_IMAGE_COMPRESSION = ("off", "auto_glz", "auto_lz", "quic", "glz", "lz")
 SPICE_WAN = ("auto", "never", "always")
 SPICE_STREAMING = ("off", "all", "filter")
 
+OMNIBOX_WEBUI_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup"
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--test-type",  # no "unsupported flag" info bar over the page
     "--disable-gpu",
     "--disable-background-networking",
     "--disable-component-update",
-    "--disable-features=Translate,MediaRouter,OptimizationHints",
+    # Chromium 156 renders the omnibox popup as a WebUI page in its own renderer, prewarmed at
+    # start even in kiosk mode; under TCG that renderer held the first paint for over 10 min
+    # (docs/vm.md). A kiosk window has no omnibox, so nothing is lost by turning it off.
+    "--disable-features=Translate,MediaRouter,OptimizationHints," + OMNIBOX_WEBUI_FEATURES,
     "--disable-session-crashed-bubble",
     "--disable-smooth-scrolling",
     "--noerrdialogs",

@@ -380,7 +380,7 @@ def running_guest(
     accel: str = "auto",
     vnc_display: int | None = 0,
     spice_port: int | None = 5930,
-    ready_timeout: float = 240.0,
+    ready_timeout: float = 300.0,
     memory_mb: int = DEFAULT_MEMORY_MB,
     ready_check: Callable[[Image.Image], bool] | None = None,
     spice_options: dict[str, str] | None = None,
