@@ -101,11 +101,8 @@ def test_the_login_page_and_the_dashboard_pages_allow_no_inline_code(
 def test_the_campaign_and_evaluator_pages_allow_no_inline_code(
     alice: Any, client_for: Any, videos: Path
 ) -> None:
-    from django.core.cache import cache
-
     from ratings import demo, services
 
-    cache.clear()
     sweep = demo.demo_sweep(
         alice, [{"protocol": "vnc", "rate": "1mbit"}, {"protocol": "vnc", "rate": "2mbit"}]
     )

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.db import connection
 from rest_framework.test import APIClient
 
@@ -24,11 +23,6 @@ def videos(tmp_path_factory: Any) -> dict[str, Path]:
 
     d = tmp_path_factory.mktemp("delivery-videos")
     return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}
-
-
-@pytest.fixture(autouse=True)
-def _clear_cache() -> None:
-    cache.clear()
 
 
 @pytest.fixture
@@ -112,7 +106,9 @@ def test_it_serves_byte_ranges_and_needs_the_ranges_to_cover_each_whole_file(
     assert fetch(api, deg)[0] == 200
     report_both_ended(api, cond)
     r = rate(api, campaign, cond)
-    assert r.status_code == 409 and r.json()["detail"].startswith("Only 50 % of the reference video reached")
+    pct = int(100 * half / size)  # 49 or 50: the encoder's output size varies by a few bytes
+    assert r.status_code == 409
+    assert r.json()["detail"].startswith(f"Only {pct} % of the reference video reached"), r.json()
     # The rest, as a browser resuming the download asks for it (an open-ended range).
     code, body, _ = fetch(api, ref, Range=f"bytes={half}-")
     assert (code, body) == (206, whole[half:])

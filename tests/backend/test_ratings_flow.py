@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
@@ -31,11 +30,6 @@ def videos(tmp_path_factory: Any) -> dict[str, Path]:
 
     d = tmp_path_factory.mktemp("ratings-videos")
     return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}
-
-
-@pytest.fixture(autouse=True)
-def _clear_cache() -> None:
-    cache.clear()  # the submission limit counts in the cache
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -104,7 +103,6 @@ def test_a_recorded_campaign_from_an_rd_qoe_sweep_opens_and_serves_the_trial_rec
     from ratings import services
     from ratings.choices import CampaignMode, CampaignStatus, ConditionKind
 
-    cache.clear()
     sweep = _rd_sweep(alice)
     stored = {}
     for trial in sweep.trials.all():

@@ -205,12 +205,9 @@ def test_downloads_carry_the_kinds_type_never_the_names(
 @pytest.fixture
 def evaluator_condition(alice: Any, media_files: dict[str, Path]) -> tuple[Any, str, int]:
     """An open recorded campaign and one evaluator at their first condition: (condition, token, id)."""
-    from django.core.cache import cache
-
     from ratings import demo, services
     from ratings.models import Condition
 
-    cache.clear()
     sweep = demo.demo_sweep(
         alice, [{"protocol": "vnc", "rate": "1mbit"}, {"protocol": "vnc", "rate": "2mbit"}]
     )
