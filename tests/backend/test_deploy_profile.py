@@ -20,8 +20,10 @@ SECRET = "k7Qz-" * 11  # 55 characters, 5 different ones: Django's own bar (secu
 
 
 def production_env(**extra: str) -> dict[str, str]:
-    """The environment of a deployment: nothing of this shell's QOELAB_ settings, DEBUG off."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QOELAB_")}
+    """The environment of a deployment: nothing of this shell's QOELAB_ settings, DEBUG off, and
+    none of the test harness's DJANGO_ variables (Playwright's fixtures set DJANGO_ALLOW_ASYNC_UNSAFE
+    in this process, which `check --deploy` rightly reports as async.E001)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("QOELAB_", "DJANGO_"))}
     env.update(QOELAB_DEBUG="false", QOELAB_SECRET_KEY=SECRET, PYTHONPATH=str(REPO / "backend"))
     env.update(extra)
     return env
