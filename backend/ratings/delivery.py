@@ -9,19 +9,20 @@ cover the whole current file; screening flags ratings given faster than the vide
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import IO, Any
 
 from django.core.cache import cache
 from django.utils import timezone
 
+from qoelab.errors import QoelabError
+from qoelab.rd.record import probe
 from ratings.choices import CampaignMode, Stage
 from ratings.models import Campaign, Condition, Evaluator, MediaDelivery, Rating, Slot
 
@@ -208,27 +209,13 @@ def video_duration(artifact: Any) -> float | None:
     hit = cache.get(key)
     if hit is not None:
         return float(hit) if hit >= 0 else None
-    value = -1.0
-    if shutil.which("ffprobe"):
-        try:
-            out = subprocess.run(
-                [
-                    "ffprobe",
-                    "-v",
-                    "error",
-                    "-show_entries",
-                    "format=duration",
-                    "-of",
-                    "json",
-                    artifact.file.path,
-                ],
-                capture_output=True,
-                timeout=20,
-                check=True,
-            )
-            value = float(json.loads(out.stdout)["format"]["duration"])
-        except (OSError, ValueError, KeyError, subprocess.SubprocessError, NotImplementedError):
-            value = -1.0
+    # The worker library's probe (the one ffprobe call in the project); a video it cannot read
+    # (no ffprobe, a broken file) is cached as unknown and skips the timing check.
+    try:
+        duration = probe(Path(artifact.file.path))["duration_s"]
+    except (QoelabError, OSError, ValueError, subprocess.SubprocessError, NotImplementedError):
+        duration = None
+    value = -1.0 if duration is None else float(duration)
     cache.set(key, value, 7 * 24 * 3600)
     return value if value >= 0 else None
 
