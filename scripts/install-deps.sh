@@ -12,7 +12,8 @@ mkdir -p "$STATE"
 # ffmpeg (recordings); storage APT: nbdkit and tgt (NBD and iSCSI targets), libnbd-dev and libiscsi-dev
 # (the apt-bdl helper), libiscsi-bin (iscsi-ls, iscsi-inq for checking a target by hand); offload
 # emulation (VOSE): libssl-dev (the vose-pair helper's SHA-1 and AES), ethtool (checksum offload flags);
-# services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv.
+# services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv; wrk (the load
+# generator of benchmarks/reliability).
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
   python3 python3-venv python3-dev
@@ -23,7 +24,7 @@ DEB_PACKAGES=(
   qemu-system-x86 qemu-utils debootstrap e2fsprogs nftables
   nbdkit tgt libnbd-dev libiscsi-dev libiscsi-bin libssl-dev ethtool
   postgresql postgresql-client redis-server redis-tools
-  chromium xvfb fonts-dejavu-core
+  chromium xvfb fonts-dejavu-core wrk
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -20,32 +20,23 @@ Needs root (network namespaces), PostgreSQL and Redis (DATABASE_URL / REDIS_URL 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as dt
 import json
 import os
 import platform
-import secrets
-import signal
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV_BIN = Path(sys.executable).parent
 BENCH_DB = "qoelab_scale_bench"
 # Not 0 (demo and developers) nor 14 (the test suite flushes it): queues here are ours alone.
 REDIS_DB = 12
 # Explicit, distinct name bases: on one machine two workers must never share a prefix base.
 HOSTS = (("scale-w1", "qsoa"), ("scale-w2", "qsob"))
-START_TIMEOUT_S = 120
 
 
 @dataclass
@@ -64,120 +55,8 @@ class Phase:
     per_host: dict[str, int]
 
 
-def _db_urls(base: str) -> tuple[str, str]:
-    """(maintenance URL, benchmark URL) on the server of ``base``."""
-    parts = urlsplit(base)
-    return (
-        urlunsplit((parts.scheme, parts.netloc, "/postgres", "", "")),
-        urlunsplit((parts.scheme, parts.netloc, f"/{BENCH_DB}", "", "")),
-    )
-
-
-def _fresh_database(maint_url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(maint_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{BENCH_DB}"')
-
-
-def _drop_database(maint_url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(maint_url, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{BENCH_DB}" WITH (FORCE)')
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _namespaces(prefix: str) -> list[str]:
-    from pyroute2 import netns
-
-    return sorted(n for n in netns.listnetns() if n.startswith(prefix))
-
-
-class Stack:
-    """Web, scheduler and workers as process groups, each logging to a file in ``tmp``."""
-
-    def __init__(self, tmp: Path, env: dict[str, str], url: str) -> None:
-        self.tmp = tmp
-        self.env = env
-        self.url = url
-        self.procs: dict[str, subprocess.Popen] = {}
-
-    def manage(self, *args: str) -> str:
-        out = subprocess.run(
-            [sys.executable, str(ROOT / "backend" / "manage.py"), *args],
-            env=self.env, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        if out.returncode != 0:
-            raise SystemExit(f"manage.py {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
-        return out.stdout.strip()
-
-    def launch(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> None:
-        with (self.tmp / f"{name}.log").open("a") as log:
-            self.procs[name] = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env or self.env, start_new_session=True, cwd=ROOT,
-            )  # fmt: skip
-
-    def log_tail(self, name: str, lines: int = 30) -> str:
-        path = self.tmp / f"{name}.log"
-        text = path.read_text(errors="replace") if path.exists() else ""
-        return f"--- {name} ---\n" + "\n".join(text.splitlines()[-lines:])
-
-    def wait_until(self, what: str, check: Any, timeout: float, names: list[str]) -> Any:
-        deadline = time.monotonic() + timeout
-        while not (value := check()):
-            for n in names:
-                if self.procs[n].poll() is not None:
-                    raise SystemExit(f"{n} exited while waiting for {what}\n{self.log_tail(n)}")
-            if time.monotonic() > deadline:
-                tails = "\n".join(self.log_tail(n) for n in names)
-                raise SystemExit(f"timed out after {timeout:g} s waiting for {what}\n{tails}")
-            time.sleep(0.5)
-        return value
-
-    def stop(self, name: str, timeout: float = 120) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        os.killpg(proc.pid, signal.SIGTERM)  # warm: a worker finishes its current trial
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=timeout)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)  # pool processes that outlived the main one
-        proc.wait(timeout=10)
-
-    def stop_all(self) -> None:
-        for name in list(self.procs):
-            self.stop(name)
-
-
-def _start_worker(stack: Stack, name: str, base: str, token: str, broker: str) -> None:
-    env = {k: v for k, v in stack.env.items() if k not in ("DATABASE_URL", "DJANGO_SETTINGS_MODULE")}
-    env.update(QOELAB_HOST_TOKEN=token, QOELAB_LEFTOVER_PREFIX=base, QOELAB_KVM="0", PYTHONUNBUFFERED="1")
-    cmd = [
-        str(VENV_BIN / "qoelab"), "worker", "--broker", broker, "--backend", stack.url,
-        "--name", name, "--workdir", str(stack.tmp / name), "--concurrency", "1",
-    ]  # fmt: skip
-    stack.launch(name, cmd, env)
-    log = stack.tmp / f"{name}.log"
-    # The start-up heartbeat is synchronous: once this line is out, the scheduler sees the host.
-    stack.wait_until(
-        f"{name} to register",
-        lambda: "registered with" in log.read_text(errors="replace"),
-        START_TIMEOUT_S,
-        [name],
-    )
-
-
 def _run_sweep(
-    stack: Stack, api: Any, workers: int, trials: int, args: argparse.Namespace, label: str = "", rnd: int = 0
+    stack: Any, api: Any, workers: int, trials: int, args: argparse.Namespace, label: str = "", rnd: int = 0
 ) -> Phase:
     spec = {
         "experiment": {"name": "scale-out benchmark"},
@@ -243,80 +122,34 @@ def main() -> int:
         raise SystemExit("needs root (network namespaces)")
     load_at_start = [round(x, 2) for x in os.getloadavg()]
 
-    from qoelab.client import ApiClient
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from stack import PrivateStack, namespaces
 
-    maint, db_url = _db_urls(os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/qoelab")
-    redis = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    broker = urlunsplit((redis.scheme, redis.netloc, f"/{REDIS_DB}", "", ""))
-    import redis as redis_lib
-
-    redis_lib.Redis.from_url(broker).flushdb()  # stale messages of an earlier, killed run
-    _fresh_database(maint)
-
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    tmp = Path(tempfile.mkdtemp(prefix="qoelab-scale-out-"))
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
-    env.update(
-        DATABASE_URL=db_url,
-        REDIS_URL=broker,
-        QOELAB_SECRET_KEY=secrets.token_urlsafe(50),
-        QOELAB_DEBUG="false",
-        QOELAB_ALLOWED_HOSTS="127.0.0.1,localhost",
-        QOELAB_MEDIA_ROOT=str(tmp / "media"),
-        QOELAB_STATIC_ROOT=str(tmp / "static"),
-    )
-    stack = Stack(tmp, env, url)
     phases: list[Phase] = []
+    stack = PrivateStack(BENCH_DB, REDIS_DB, "qoelab-scale-out-")
     try:
-        stack.manage("migrate", "--noinput")
-        # Staff: only staff may enable or disable a host.
-        api_token = stack.manage("create_researcher", "bench", "--staff")
-        tokens = {}
-        for name, _ in HOSTS:
-            tokens[name] = secrets.token_urlsafe(32)
-            stack.manage("add_host", name, "--token", tokens[name], "--concurrency", "1")
-        stack.launch(
-            "web",
-            [str(VENV_BIN / "gunicorn"), "--chdir", "backend", "qoelab_web.wsgi",
-             "-b", f"127.0.0.1:{port}", "--workers", "2", "--timeout", "120"],
-        )  # fmt: skip
-        api = ApiClient(url, api_token, retries=2)
-
-        def web_up() -> bool:
-            try:
-                api.get("/api/status/")
-            except Exception:
-                return False
-            return True
-
-        stack.wait_until("the web server", web_up, START_TIMEOUT_S, ["web"])
-        stack.launch(
-            "scheduler",
-            [sys.executable, str(ROOT / "backend" / "manage.py"), "scheduler", "--interval", str(args.tick)],
-        )
-        for name, base in HOSTS:
-            _start_worker(stack, name, base, tokens[name], broker)
-        # Unmeasured: each worker's first trial pays for first-use costs (page cache, tools).
-        _run_sweep(stack, api, 2, 2, args, label="warm-up")
-        second = HOSTS[1][0]
-        for rnd in range(1, args.rounds + 1):
-            for workers in (1, 2):
-                # Between sweeps every trial has ended, so no host is busy when this switches.
-                resp = api.request(
-                    "PATCH", f"/api/hosts/{second}/", json={"enabled": workers == 2}, idempotent=True
-                )
-                api.check(resp, f"enabling/disabling {second}")
-                phase = _run_sweep(stack, api, workers, args.trials, args, rnd=rnd)
-                print(f"round {rnd}, {workers} worker(s): {phase}", flush=True)
-                phases.append(phase)
+        with stack:
+            api = stack.start_web(workers=2)
+            stack.start_scheduler(args.tick)
+            for name, base in HOSTS:
+                stack.start_worker(name, base, stack.add_host(name))
+            # Unmeasured: each worker's first trial pays for first-use costs (page cache, tools).
+            _run_sweep(stack, api, 2, 2, args, label="warm-up")
+            second = HOSTS[1][0]
+            for rnd in range(1, args.rounds + 1):
+                for workers in (1, 2):
+                    # Between sweeps every trial has ended, so no host is busy when this switches.
+                    resp = api.request(
+                        "PATCH", f"/api/hosts/{second}/", json={"enabled": workers == 2}, idempotent=True
+                    )
+                    api.check(resp, f"enabling/disabling {second}")
+                    phase = _run_sweep(stack, api, workers, args.trials, args, rnd=rnd)
+                    print(f"round {rnd}, {workers} worker(s): {phase}", flush=True)
+                    phases.append(phase)
     finally:
-        stack.stop_all()
-        left = [n for _, base in HOSTS for n in _namespaces(base)]
-        _drop_database(maint)
-        redis_lib.Redis.from_url(broker).flushdb()
+        left = [n for _, base in HOSTS for n in namespaces(base)]
     if left:
-        raise SystemExit(f"namespaces left behind: {left} (logs in {tmp})")
+        raise SystemExit(f"namespaces left behind: {left} (logs in {stack.tmp})")
 
     speed_ups = [
         round(one.wall_s / two.wall_s, 2) for one, two in zip(phases[::2], phases[1::2], strict=True)
@@ -352,7 +185,7 @@ def main() -> int:
         cells.append(f"{speed_ups[p.round - 1]:.2f}x" if p.workers == 2 else "")
         print("| " + " | ".join(cells) + " |")
     print(f"\nmedian speed-up with two workers: {result['median_speed_up']:.2f}x")
-    print(f"logs in {tmp}; written {args.json}")
+    print(f"logs in {stack.tmp}; written {args.json}")
     return 0
 
 
