@@ -309,8 +309,8 @@ def start(preset: presets.Preset, size: presets.Size, user: Any) -> tuple[str, A
     if preset.kind == "sweep":
         sweep: Sweep = experiments_services.create_sweep(preset.sweep_spec(size), user)
         return "sweep", sweep
+    from ratings.campaigns import create_campaign
     from ratings.choices import CampaignMode
-    from ratings.services import create_campaign
 
     campaign = create_campaign(
         user,

@@ -128,7 +128,7 @@ def reproduce_page(request: HttpRequest) -> HttpResponse:
 @require_POST
 @researcher_required
 def reproduce_start(request: HttpRequest, key: str) -> HttpResponse:
-    from ratings.services import CampaignError
+    from ratings.campaigns import CampaignError
 
     try:
         preset = presets.get(key)

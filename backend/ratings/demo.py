@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from experiments.choices import TrialStatus
 from experiments.models import Experiment, Sweep, Trial
-from ratings.services import REFERENCE_PREFIX, VIDEO_KIND
+from ratings.campaigns import REFERENCE_PREFIX, VIDEO_KIND
 from results.models import Artifact
 
 

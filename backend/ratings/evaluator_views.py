@@ -3,7 +3,7 @@
 The token in the link is the credential; the first open also binds the browser's session to the
 evaluator (so ``/rate/`` alone resumes in that browser). Forms post with CSRF; the page script
 reports seen screens to the token-authenticated API. Every rule is checked again on the server
-in ``ratings.services``.
+in ``ratings.flow``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.clickjacking import xframe_options_sameorigin
 from django.views.decorators.http import require_GET, require_http_methods
 
-from ratings import delivery, live, services, throttle
+from ratings import campaigns, delivery, flow, invitations, live, throttle
 from ratings.choices import (
     IMPAIRMENT_SCALE,
     TRAINING_KINDS,
@@ -51,7 +51,7 @@ def _page(request: HttpRequest, template: str, ctx: dict[str, Any], status: int 
 
 
 def _evaluator(request: HttpRequest, token: str) -> Evaluator | None:
-    ev = services.evaluator_for_token(token)
+    ev = invitations.evaluator_for_token(token)
     if ev is not None and request.session.get(SESSION_KEY) != ev.pk:
         request.session[SESSION_KEY] = ev.pk
     return ev
@@ -70,7 +70,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
     ev = _evaluator(request, token)
     if ev is None:
         return _page(request, "invalid.html", {"bound": False}, status=404)
-    services.open_link(ev)
+    flow.open_link(ev)
     campaign = ev.campaign
     error = ""
     status = 200
@@ -79,25 +79,21 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
         try:
             if action == "consent":
                 if request.POST.get("agree") != "yes":
-                    raise services.FlowError("Please tick the box to confirm that you agree.", 400)
-                services.give_consent(ev)
+                    raise flow.FlowError("Please tick the box to confirm that you agree.", 400)
+                flow.give_consent(ev)
             elif action == "rate":
                 ok, wait = throttle.allow(ev.pk)
                 if not ok:
-                    raise services.FlowError(
-                        f"Too many submissions; please wait {wait} s and try again.", 429
-                    )
+                    raise flow.FlowError(f"Too many submissions; please wait {wait} s and try again.", 429)
                 cid = request.POST.get("condition", "")
                 if not cid.isdigit():
-                    raise services.FlowError(
-                        "The form is missing the condition; please reload the page.", 400
-                    )
+                    raise flow.FlowError("The form is missing the condition; please reload the page.", 400)
                 scores = {a: request.POST.get(f"score_{a}") for a in campaign.aspect_keys}
                 scores = {k: v for k, v in scores.items() if v not in (None, "")}
-                services.submit_ratings(ev, int(cid), scores)
+                flow.submit_ratings(ev, int(cid), scores)
             else:
-                raise services.FlowError("Unknown action; please reload the page.", 400)
-        except services.FlowError as exc:
+                raise flow.FlowError("Unknown action; please reload the page.", 400)
+        except flow.FlowError as exc:
             error, status = exc.message, exc.status
         else:
             return _no_referrer(redirect("ratings_rate:rate", token=token))
@@ -113,7 +109,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
     if ev.consent_at is None:
         ctx.update(
             {
-                "aspects": services.aspect_rows(campaign),
+                "aspects": flow.aspect_rows(campaign),
                 "scale": IMPAIRMENT_SCALE,
                 "live": campaign.mode == CampaignMode.LIVE,
             }
@@ -121,7 +117,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
         return _page(request, "consent.html", ctx, status)
 
     cond = Condition.objects.select_related("recording", "reference").get(pk=ev.current_condition_id())
-    state = services.form_state(ev, cond)
+    state = flow.form_state(ev, cond)
     n_training = Condition.objects.filter(pk__in=ev.order, kind__in=list(TRAINING_KINDS)).count()
     training = cond.phase == Phase.TRAINING
     ctx.update(
@@ -135,7 +131,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
             "total": ev.total,
             "percent": round(100 * ev.position / max(ev.total, 1)),
             "state": state,
-            "aspects": services.aspect_rows(campaign),
+            "aspects": flow.aspect_rows(campaign),
             "scale": IMPAIRMENT_SCALE,
             "recorded": campaign.mode == CampaignMode.RECORDED,
             "live_available": live.available(),
@@ -162,7 +158,7 @@ def media(request: HttpRequest, token: str, condition: int, stage: str) -> HttpR
         raise Http404("no such video for this link")
     cond = Condition.objects.select_related("recording", "reference").get(pk=condition)
     artifact = cond.reference if stage == Stage.REFERENCE else cond.recording
-    if not services.artifact_usable(artifact):
+    if not campaigns.artifact_usable(artifact):
         raise Http404("no recording for this condition yet")
     try:
         # Played in the page, so inline; only a video by its bytes, with the type of its format.

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from dashboard.access import researcher_required, sweeps_for
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
-from ratings import delivery, live, services
+from ratings import analysis, campaigns, delivery, invitations, live
 from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
 from ratings.models import Campaign, Condition, Evaluator
 
@@ -75,14 +75,14 @@ class CampaignForm(forms.Form):
 
 
 def _campaign_or_404(request: HttpRequest, pk: int) -> Campaign:
-    return get_object_or_404(services.owned_campaigns(request.user), pk=pk)
+    return get_object_or_404(campaigns.owned_campaigns(request.user), pk=pk)
 
 
 @require_GET
 @researcher_required
 def campaign_list(request: HttpRequest) -> HttpResponse:
-    campaigns = services.owned_campaigns(request.user)
-    rows = [{"c": c, "p": services.progress(c)} for c in campaigns]
+    owned = campaigns.owned_campaigns(request.user)
+    rows = [{"c": c, "p": analysis.progress(c)} for c in owned]
     return render(request, "ratings/campaign_list.html", {"rows": rows})
 
 
@@ -96,7 +96,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         d = form.cleaned_data
         try:
-            campaign = services.create_campaign(
+            campaign = campaigns.create_campaign(
                 request.user,
                 name=d["name"],
                 mode=d["mode"],
@@ -107,7 +107,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
                 add_gold=d["add_gold"],
                 add_repeat=d["add_repeat"],
             )
-        except services.CampaignError as exc:
+        except campaigns.CampaignError as exc:
             for e in exc.errors:
                 field = e["field"].split(".")[0].split("[")[0]
                 form.add_error(field if field in form.fields else None, e["message"])
@@ -126,16 +126,16 @@ def _detail_context(request: HttpRequest, campaign: Campaign) -> dict[str, Any]:
     labels = dict(campaign.evaluators.values_list("id", "label"))
     return {
         "campaign": campaign,
-        "conditions": [{"c": c, "problems": services.condition_problems(campaign, c)} for c in conds],
+        "conditions": [{"c": c, "problems": campaigns.condition_problems(campaign, c)} for c in conds],
         "normal": normal,
         "best": next((c for c in conds if c.kind == ConditionKind.TRAINING_BEST), None),
         "worst": next((c for c in conds if c.kind == ConditionKind.TRAINING_WORST), None),
-        "progress": services.progress(campaign),
+        "progress": analysis.progress(campaign),
         "suspicious": [
             {"label": labels.get(ev, str(ev)), "reasons": reasons}
             for ev, reasons in delivery.suspicious_sessions(campaign).items()
         ],
-        "problems": services.readiness_problems(campaign) if campaign.status == CampaignStatus.DRAFT else [],
+        "problems": campaigns.readiness_problems(campaign) if campaign.status == CampaignStatus.DRAFT else [],
         "live_reason": "" if live.available() else live.unavailable_reason(),
         "is_live": campaign.mode == CampaignMode.LIVE,
     }
@@ -155,20 +155,20 @@ def campaign_action(request: HttpRequest, pk: int) -> HttpResponse:
     action = request.POST.get("action", "")
     try:
         if action == "open":
-            services.open_campaign(campaign)
+            campaigns.open_campaign(campaign)
             messages.success(request, "The campaign is open: invited evaluators can start.")
         elif action == "close":
-            services.close_campaign(campaign)
+            campaigns.close_campaign(campaign)
             messages.success(request, "The campaign is closed.")
         elif action == "refresh":
-            n = services.attach_recordings(campaign)
+            n = campaigns.attach_recordings(campaign)
             messages.success(request, f"Recordings refreshed: {n} condition(s) changed.")
         elif action == "anchors":
             _set_anchors(campaign, request.POST.get("best", ""), request.POST.get("worst", ""))
             messages.success(request, "Training anchors updated.")
         else:
             messages.error(request, f"Unknown action {action!r}.")
-    except services.CampaignError as exc:
+    except campaigns.CampaignError as exc:
         for e in exc.errors:
             messages.error(request, e["message"])
     return redirect("ratings:campaign", pk=campaign.pk)
@@ -176,12 +176,12 @@ def campaign_action(request: HttpRequest, pk: int) -> HttpResponse:
 
 def _set_anchors(campaign: Campaign, best: str, worst: str) -> None:
     if campaign.status != CampaignStatus.DRAFT:
-        raise services.CampaignError([{"field": "status", "message": "anchors can only change in a draft"}])
+        raise campaigns.CampaignError([{"field": "status", "message": "anchors can only change in a draft"}])
     normal = {str(c.pk): c for c in campaign.conditions.filter(kind=ConditionKind.NORMAL)}
     for kind, value in ((ConditionKind.TRAINING_BEST, best), (ConditionKind.TRAINING_WORST, worst)):
         src = normal.get(value)
         if src is None:
-            raise services.CampaignError(
+            raise campaigns.CampaignError(
                 [{"field": kind, "message": "pick one of the campaign's conditions"}]
             )
         prefix = "Training (best)" if kind == ConditionKind.TRAINING_BEST else "Training (worst)"
@@ -209,12 +209,12 @@ def campaign_invite(request: HttpRequest, pk: int) -> HttpResponse:
     raw_labels = [x.strip() for x in request.POST.get("labels", "").splitlines() if x.strip()]
     count = request.POST.get("count", "")
     try:
-        made = services.invite(
+        made = invitations.invite(
             campaign,
             labels=raw_labels or None,
             count=int(count) if count.isdigit() else None,
         )
-    except services.CampaignError as exc:
+    except campaigns.CampaignError as exc:
         for e in exc.errors:
             messages.error(request, e["message"])
         return redirect("ratings:campaign", pk=campaign.pk)
@@ -232,7 +232,7 @@ def evaluator_action(request: HttpRequest, pk: int, evaluator: int) -> HttpRespo
     campaign = _campaign_or_404(request, pk)
     ev = get_object_or_404(Evaluator, pk=evaluator, campaign=campaign)
     if request.POST.get("action") == "revoke":
-        services.revoke(ev)
+        invitations.revoke(ev)
         messages.success(request, f"The link of {ev.label} no longer works.")
         return redirect("ratings:campaign", pk=campaign.pk)
     try:
@@ -240,7 +240,7 @@ def evaluator_action(request: HttpRequest, pk: int, evaluator: int) -> HttpRespo
     except BaseUrlMissing as exc:
         messages.error(request, exc.message)
         return redirect("ratings:campaign", pk=campaign.pk)
-    raw = services.reissue(ev)
+    raw = invitations.reissue(ev)
     links = [{"label": ev.label, "url": base + reverse("ratings_rate:rate", args=[raw])}]
     response = render(
         request, "ratings/campaign_detail.html", {**_detail_context(request, campaign), "links": links}
@@ -254,18 +254,18 @@ def evaluator_action(request: HttpRequest, pk: int, evaluator: int) -> HttpRespo
 def campaign_progress(request: HttpRequest, pk: int) -> HttpResponse:
     from django.http import JsonResponse
 
-    return JsonResponse(services.progress(_campaign_or_404(request, pk)))
+    return JsonResponse(analysis.progress(_campaign_or_404(request, pk)))
 
 
 @require_GET
 @researcher_required
 def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
     campaign = _campaign_or_404(request, pk)
-    analysis = services.analyze(campaign)
-    protocols = sorted({r["system"] for r in analysis["all"]["dmos"]})
+    result = analysis.analyze(campaign)
+    protocols = sorted({r["system"] for r in result["all"]["dmos"]})
     charts = {
         part: {
-            f"{a['key']}|{p}": services.chart_payloads(analysis[part], a["key"], p)
+            f"{a['key']}|{p}": analysis.chart_payloads(result[part], a["key"], p)
             for a in campaign.aspects
             for p in protocols
         }
@@ -273,10 +273,10 @@ def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
     }
     ctx = {
         "campaign": campaign,
-        "analysis": analysis,
+        "analysis": result,
         "protocols": protocols,
         "charts_json": charts,
-        "excluded_ids": {e["id"] for e in analysis["excluded"]},
+        "excluded_ids": {e["id"] for e in result["excluded"]},
         # Live X2Go is shown through the native client over an unimpaired local view (docs/ratings.md).
         "x2go_local_view": campaign.mode == "live" and "x2go" in protocols,
     }
@@ -293,11 +293,11 @@ def _csv(rows: Any, filename: str) -> StreamingHttpResponse:
 @researcher_required
 def export_ratings(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     campaign = _campaign_or_404(request, pk)
-    return _csv(services.ratings_csv(campaign), f"campaign-{campaign.pk}-ratings.csv")
+    return _csv(analysis.ratings_csv(campaign), f"campaign-{campaign.pk}-ratings.csv")
 
 
 @require_GET
 @researcher_required
 def export_summary(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     campaign = _campaign_or_404(request, pk)
-    return _csv(services.summary_csv(campaign), f"campaign-{campaign.pk}-dmos.csv")
+    return _csv(analysis.summary_csv(campaign), f"campaign-{campaign.pk}-dmos.csv")

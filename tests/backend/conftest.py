@@ -1,8 +1,10 @@
-"""Backend test setup: two test job types in the real registry, artifacts in a temp media root."""
+"""Backend test setup: two test job types in the real registry, artifacts in a temp media root, and
+the API's principals (``api_cast``) for the schema tests."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -143,3 +145,59 @@ def openapi(db: Any) -> Any:
     from drf_spectacular.generators import SchemaGenerator
 
     return schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True))
+
+
+@dataclass
+class ApiCast:
+    """One principal of each kind the API knows, and the real rows they address.
+
+    ``headers`` maps researcher, host (``lab``), evaluator (of ``campaign``) and anonymous to the
+    request headers that authenticate them. ``trial`` is the first of ``sweep``'s trials, pending
+    until ``start_trial()`` queues it for ``lab`` and has the lab claim it (running).
+    """
+
+    lab: Any  # fixtures.cast.LabHost "lab-1" with netem
+    sweep: Any
+    trial: Any
+    campaign: Any  # one condition, one evaluator invited
+    headers: dict[str, dict[str, str]]
+
+    def start_trial(self) -> Any:
+        from experiments.choices import TrialStatus
+
+        self.trial.mark_queued(self.lab.host)
+        claim = self.lab.client.post(f"/api/hosts/trials/{self.trial.pk}/claim/", {}, format="json")
+        assert claim.status_code == 200
+        self.trial.refresh_from_db()
+        assert self.trial.status == TrialStatus.RUNNING
+        return self.trial
+
+
+@pytest.fixture
+def api_cast(alice: Any, sweep_of: Any, make_host: Any, client: Any) -> ApiCast:
+    """Alice's API token, a lab host, an evaluator link and the rows they may address (``ApiCast``).
+
+    Uses Django's test ``client``: request ``wsgi_app`` after this fixture.
+    """
+    from ratings import campaigns, invitations
+
+    lab = make_host("lab-1", {"netem": True})
+    sweep = sweep_of()
+    trial = sweep.trials.order_by("index").first()
+    campaign = campaigns.create_campaign(
+        alice, name="c", conditions=[{"label": "a", "params": {"protocol": "vnc", "rate": "1mbit"}}]
+    )
+    [(_, evaluator_token)] = invitations.invite(campaign, count=1)
+    resp = client.post(
+        "/api/auth/token/",
+        {"username": "alice", "password": "alice-password-1"},
+        content_type="application/json",
+    )
+    assert resp.status_code == 200, resp.content
+    headers = {
+        "researcher": {"Authorization": f"Token {resp.json()['token']}"},
+        "host": {"Authorization": f"Host {lab.token}"},
+        "evaluator": {"Authorization": f"Evaluator {evaluator_token}"},
+        "anonymous": {},
+    }
+    return ApiCast(lab=lab, sweep=sweep, trial=trial, campaign=campaign, headers=headers)

@@ -27,40 +27,17 @@ EXAMPLES = int(os.environ.get("QOELAB_FUZZ_EXAMPLES", "8"))
 
 
 @pytest.fixture
-def world(alice, sweep_of, make_host, client) -> dict[str, Any]:
-    """The principals' headers and the ids of real rows the run may address."""
-    from experiments.choices import TrialStatus
-    from ratings import services as ratings
-
-    lab = make_host("lab-1", {"netem": True})
-    sweep = sweep_of()
-    trial = sweep.trials.order_by("index").first()
-    trial.mark_queued(lab.host)
-    assert lab.client.post(f"/api/hosts/trials/{trial.pk}/claim/", {}, format="json").status_code == 200
-    trial.refresh_from_db()
-    assert trial.status == TrialStatus.RUNNING
-    campaign = ratings.create_campaign(
-        alice, name="c", conditions=[{"label": "a", "params": {"protocol": "vnc", "rate": "1mbit"}}]
-    )
-    [(_, evaluator_token)] = ratings.invite(campaign, count=1)
-    resp = client.post(
-        "/api/auth/token/",
-        {"username": "alice", "password": "alice-password-1"},
-        content_type="application/json",
-    )
-    assert resp.status_code == 200, resp.content
+def world(api_cast) -> dict[str, Any]:
+    """The principals' headers and the ids of real rows the run may address (the trial running)."""
+    trial = api_cast.start_trial()
+    sweep, lab = api_cast.sweep, api_cast.lab
     return {
-        "headers": {
-            "researcher": {"Authorization": f"Token {resp.json()['token']}"},
-            "host": {"Authorization": f"Host {lab.token}"},
-            "evaluator": {"Authorization": f"Evaluator {evaluator_token}"},
-            "anonymous": {},
-        },
+        "headers": api_cast.headers,
         "ids": {
             "/api/experiments/": {"id": sweep.experiment_id},
             "/api/sweeps/": {"id": sweep.pk, "pk": sweep.pk},
             "/api/trials/": {"id": trial.pk},
-            "/api/campaigns/": {"id": campaign.pk},
+            "/api/campaigns/": {"id": api_cast.campaign.pk},
             "/api/hosts/trials/": {"trial_id": trial.pk},
             "/api/hosts/": {"name": lab.host.name},
             "/api/job-types/": {"name": "t_link"},

@@ -101,7 +101,7 @@ def test_the_login_page_and_the_dashboard_pages_allow_no_inline_code(
 def test_the_campaign_and_evaluator_pages_allow_no_inline_code(
     alice: Any, client_for: Any, videos: Path
 ) -> None:
-    from ratings import demo, services
+    from ratings import campaigns, demo, flow, invitations
 
     sweep = demo.demo_sweep(
         alice, [{"protocol": "vnc", "rate": "1mbit"}, {"protocol": "vnc", "rate": "2mbit"}]
@@ -109,14 +109,14 @@ def test_the_campaign_and_evaluator_pages_allow_no_inline_code(
     for trial in sweep.trials.all():
         demo.add_video_artifact(trial, videos, reference=True)
         demo.add_video_artifact(trial, videos)
-    campaign = services.open_campaign(services.create_campaign(alice, name="c", sweep=sweep, seed=1))
+    campaign = campaigns.open_campaign(campaigns.create_campaign(alice, name="c", sweep=sweep, seed=1))
     c = client_for(alice)
     for url in (f"/campaigns/{campaign.pk}/", f"/campaigns/{campaign.pk}/results/"):
         assert_strict_page(c.get(url), url)
-    ((evaluator, token),) = services.invite(campaign, count=1)
+    ((evaluator, token),) = invitations.invite(campaign, count=1)
     browser = Client()
     assert_strict_page(browser.get(f"/rate/{token}/"), "consent page")
-    services.give_consent(evaluator)
+    flow.give_consent(evaluator)
     page = browser.get(f"/rate/{token}/")
     assert_strict_page(page, "condition page")
     assert b"<video" in page.content  # the page that plays the recordings (media-src 'self')

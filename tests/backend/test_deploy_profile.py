@@ -162,12 +162,12 @@ def test_the_login_cookies_are_secure_in_the_https_profile(settings: Any, client
 
 @pytest.fixture
 def draft_campaign(alice: Any) -> Any:
-    from ratings import demo, services
+    from ratings import campaigns, demo
 
     sweep = demo.demo_sweep(
         alice, [{"protocol": "vnc", "rate": "1mbit"}, {"protocol": "vnc", "rate": "2mbit"}]
     )
-    return services.create_campaign(alice, name="c", sweep=sweep, seed=1)
+    return campaigns.create_campaign(alice, name="c", sweep=sweep, seed=1)
 
 
 @pytest.mark.django_db

@@ -27,20 +27,20 @@ def videos(tmp_path_factory: Any) -> dict[str, Path]:
 
 @pytest.fixture
 def campaign(alice: Any, videos: dict[str, Path]) -> Any:
-    from ratings import services
+    from ratings import campaigns
     from ratings.demo import add_video_artifact, demo_sweep
 
     sweep = demo_sweep(alice, POINTS)
     for trial in sweep.trials.all():
         add_video_artifact(trial, videos["reference"], reference=True)
         add_video_artifact(trial, videos["degraded"])
-    return services.open_campaign(services.create_campaign(alice, name="seen", sweep=sweep, seed=3))
+    return campaigns.open_campaign(campaigns.create_campaign(alice, name="seen", sweep=sweep, seed=3))
 
 
 def start(campaign: Any) -> tuple[Any, str, APIClient, int]:
-    from ratings import services
+    from ratings import invitations
 
-    ((ev, raw),) = services.invite(campaign, count=1)
+    ((ev, raw),) = invitations.invite(campaign, count=1)
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Evaluator {raw}")
     assert api.post("/api/rate/consent/").status_code == 200
@@ -137,7 +137,7 @@ def test_a_download_cut_off_by_the_client_counts_only_the_bytes_written(campaign
 def test_screening_flags_ratings_faster_than_the_videos_and_ratings_without_delivery(
     campaign: Any, client: Any
 ) -> None:
-    from ratings import services
+    from ratings import analysis, flow, invitations
     from ratings.models import Rating
 
     ev, raw, api, cond = start(campaign)
@@ -146,11 +146,11 @@ def test_screening_flags_ratings_faster_than_the_videos_and_ratings_without_deli
     report_both_ended(api, cond)
     assert rate(api, campaign, cond).status_code == 201  # rated at once: the two videos last 4 s
     # A rating stored without any delivery (e.g. before the server checked it).
-    other, _ = services.invite(campaign, count=1)[0]
-    other = services.give_consent(other)
+    other, _ = invitations.invite(campaign, count=1)[0]
+    other = flow.give_consent(other)
     Rating.objects.create(evaluator=other, condition_id=other.order[0], aspect="screen", score=5)
-    analysis = services.analyze(campaign)
-    flagged = {s["label"]: " ".join(s["reasons"]) for s in analysis["suspicious"]}
+    result = analysis.analyze(campaign)
+    flagged = {s["label"]: " ".join(s["reasons"]) for s in result["suspicious"]}
     assert "the videos last 4.0 s" in flagged[ev.label] and "rated 0." in flagged[ev.label]
     assert "the reference video never reached the page" in flagged[other.label]
     client.force_login(campaign.owner)

@@ -51,10 +51,10 @@ def recorded_sweep(sweep: Any, videos: dict[str, Path]) -> Any:
 
 @pytest.fixture
 def campaign(alice: Any, recorded_sweep: Any) -> Any:
-    from ratings import services
+    from ratings import campaigns
 
-    c = services.create_campaign(alice, name="c1", sweep=recorded_sweep, seed=7)
-    return services.open_campaign(c)
+    c = campaigns.create_campaign(alice, name="c1", sweep=recorded_sweep, seed=7)
+    return campaigns.open_campaign(c)
 
 
 def ev_client(token: str) -> APIClient:
@@ -65,10 +65,10 @@ def ev_client(token: str) -> APIClient:
 
 @pytest.fixture
 def invited(campaign: Any) -> Callable[[int], list[tuple[Any, str]]]:
-    from ratings import services
+    from ratings import invitations
 
     def make(n: int = 2) -> list[tuple[Any, str]]:
-        return services.invite(campaign, count=n)
+        return invitations.invite(campaign, count=n)
 
     return make
 
@@ -135,26 +135,26 @@ def test_a_campaign_from_a_sweep_has_one_condition_per_protocol_and_link_profile
 
 
 def test_repeated_trials_of_one_condition_make_one_condition_with_mean_throughput(alice: Any) -> None:
-    from ratings import services
+    from ratings import campaigns
     from ratings.demo import demo_sweep
 
     pts = [{"protocol": "vnc", "rate": "2mbit", "delay": "10ms"}] * 2
     sw = demo_sweep(
         alice, pts, links=[{"measured": {"tcp_down_bps": 1.8e6}}, {"measured": {"tcp_down_bps": 2.0e6}}]
     )
-    conds = services.conditions_from_sweep(sw)
+    conds = campaigns.conditions_from_sweep(sw)
     assert len(conds) == 1
     assert conds[0]["measured_tcp_bps"] == pytest.approx(1.9e6)
     assert len(conds[0]["source_trials"]) == 2
 
 
 def test_a_campaign_cannot_open_until_every_condition_has_its_recordings(alice: Any, sweep: Any) -> None:
-    from ratings import services
+    from ratings import campaigns
     from ratings.choices import CampaignStatus
 
-    c = services.create_campaign(alice, name="no videos yet", sweep=sweep)
-    with pytest.raises(services.CampaignError) as err:
-        services.open_campaign(c)
+    c = campaigns.create_campaign(alice, name="no videos yet", sweep=sweep)
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.open_campaign(c)
     messages = [e["message"] for e in err.value.errors]
     assert any(m == "vnc · 1mbit · 10ms: no recording for this condition yet" for m in messages)
     c.refresh_from_db()
@@ -164,21 +164,21 @@ def test_a_campaign_cannot_open_until_every_condition_has_its_recordings(alice: 
 def test_recordings_uploaded_later_are_attached_and_the_campaign_opens(
     alice: Any, sweep: Any, videos: dict[str, Path]
 ) -> None:
-    from ratings import services
+    from ratings import campaigns
     from ratings.demo import add_video_artifact
 
-    c = services.create_campaign(alice, name="later", sweep=sweep)
+    c = campaigns.create_campaign(alice, name="later", sweep=sweep)
     for trial in sweep.trials.all():
         add_video_artifact(trial, videos["reference"], reference=True)
         add_video_artifact(trial, videos["degraded"])
-    assert services.attach_recordings(c) >= 4
-    assert services.open_campaign(c).status == "open"
+    assert campaigns.attach_recordings(c) >= 4
+    assert campaigns.open_campaign(c).status == "open"
 
 
 def test_conditions_can_be_entered_by_hand_and_bad_values_name_the_field(alice: Any) -> None:
-    from ratings import services
+    from ratings import campaigns
 
-    c = services.create_campaign(
+    c = campaigns.create_campaign(
         alice,
         name="by hand",
         mode="recorded",
@@ -186,16 +186,16 @@ def test_conditions_can_be_entered_by_hand_and_bad_values_name_the_field(alice: 
         add_repeat=False,
     )
     assert c.conditions.filter(kind="normal").get().label == "spice · 3mbit · 50ms"
-    with pytest.raises(services.CampaignError) as err:
-        services.create_campaign(
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.create_campaign(
             alice, name="bad", conditions=[{"params": {"protocol": "vnc", "delay": "-5ms"}}]
         )
     assert err.value.errors[0]["field"] == "conditions[0].params.delay"
-    with pytest.raises(services.CampaignError) as err:
-        services.create_campaign(alice, name="none")
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.create_campaign(alice, name="none")
     assert err.value.errors[0]["field"] == "conditions"
-    with pytest.raises(services.CampaignError) as err:
-        services.create_campaign(alice, name="x", screens_per_condition=0, conditions=[{"params": {}}])
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.create_campaign(alice, name="x", screens_per_condition=0, conditions=[{"params": {}}])
     assert err.value.errors[0] == {
         "field": "screens_per_condition",
         "message": "must be a whole number from 1 to 50",
@@ -205,35 +205,35 @@ def test_conditions_can_be_entered_by_hand_and_bad_values_name_the_field(alice: 
 def test_the_server_mode_splits_conditions_and_vm_conditions_are_rated_from_recordings(
     alice: Any, settings: Any
 ) -> None:
-    from ratings import services
+    from ratings import campaigns
     from ratings.demo import demo_sweep
 
     pts = [
         {"protocol": "spice", "server": mode, "rate": "10mbit", "delay": "10ms"}
         for mode in ("namespace", "vm")
     ]
-    conds = services.conditions_from_sweep(demo_sweep(alice, pts, name="modes"))
+    conds = campaigns.conditions_from_sweep(demo_sweep(alice, pts, name="modes"))
     assert [c["params"]["server"] for c in conds] == ["namespace", "vm"]
     assert [c["label"] for c in conds] == [
         "spice · server namespace · 10mbit · 10ms",
         "spice · server vm · 10mbit · 10ms",
     ]
     settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
-    live = services.create_campaign(
+    live = campaigns.create_campaign(
         alice, name="live modes", mode="live", sweep=demo_sweep(alice, pts, name="m2")
     )
-    with pytest.raises(services.CampaignError) as err:
-        services.open_campaign(live)
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.open_campaign(live)
     messages = [e["message"] for e in err.value.errors]
     assert any("live sessions run the namespace desktop only" in m for m in messages), messages
 
 
 def test_live_campaigns_cannot_open_without_a_session_provider(alice: Any, sweep: Any) -> None:
-    from ratings import services
+    from ratings import campaigns
 
-    c = services.create_campaign(alice, name="live", mode="live", sweep=sweep)
-    with pytest.raises(services.CampaignError) as err:
-        services.open_campaign(c)
+    c = campaigns.create_campaign(alice, name="live", mode="live", sweep=sweep)
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.open_campaign(c)
     assert any("Live sessions are not available on this deployment" in e["message"] for e in err.value.errors)
 
 
@@ -244,15 +244,15 @@ def test_live_campaigns_cannot_open_without_a_session_provider(alice: Any, sweep
 def test_tokens_are_stored_hashed_and_a_reissued_link_replaces_the_old_one(
     campaign: Any, invited: Any
 ) -> None:
-    from ratings import services
+    from ratings import invitations
     from ratings.models import Evaluator
 
     (ev, raw), _ = invited(2)
     assert raw not in Evaluator.objects.filter(pk=ev.pk).values_list("token_hash", flat=True)[0]
-    assert services.evaluator_for_token(raw).pk == ev.pk
-    new = services.reissue(ev)
-    assert services.evaluator_for_token(raw) is None
-    assert services.evaluator_for_token(new).pk == ev.pk
+    assert invitations.evaluator_for_token(raw).pk == ev.pk
+    new = invitations.reissue(ev)
+    assert invitations.evaluator_for_token(raw) is None
+    assert invitations.evaluator_for_token(new).pk == ev.pk
     assert ev_client(raw).get("/api/rate/state/").status_code == 401
 
 
@@ -290,9 +290,9 @@ def test_a_token_cannot_read_or_write_another_evaluators_tasks(
     r = a.post("/api/rate/screens/", {"condition": later, "stage": "reference", "index": 0}, format="json")
     assert r.status_code == 409
     # a condition of another campaign is not a's task at all
-    from ratings import services
+    from ratings import campaigns
 
-    other = services.create_campaign(
+    other = campaigns.create_campaign(
         campaign.owner, name="other", conditions=[{"params": {"protocol": "vnc"}}]
     )
     foreign = other.conditions.first().pk
@@ -307,10 +307,10 @@ def test_a_token_cannot_read_or_write_another_evaluators_tasks(
 def test_a_revoked_or_unknown_token_gets_a_clear_page_and_401(
     campaign: Any, invited: Any, client: Any
 ) -> None:
-    from ratings import services
+    from ratings import invitations
 
     (ev, raw), _ = invited(2)
-    services.revoke(ev)
+    invitations.revoke(ev)
     r = client.get(f"/rate/{raw}/")
     assert r.status_code == 404
     assert b"This link does not work" in r.content
@@ -325,15 +325,15 @@ def test_a_revoked_or_unknown_token_gets_a_clear_page_and_401(
 def test_the_order_is_training_first_then_a_seeded_shuffle_without_back_to_back_repeat(
     campaign: Any, invited: Any
 ) -> None:
-    from ratings import services
+    from ratings import flow
     from ratings.models import Condition
 
     (ev, raw), _ = invited(2)
-    ev = services.give_consent(ev)
+    ev = flow.give_consent(ev)
     kinds = [Condition.objects.get(pk=c).kind for c in ev.order]
     assert kinds[:2] == ["training_best", "training_worst"]
     assert sorted(kinds[2:]) == sorted(["normal"] * 4 + ["gold", "repeat"])
-    assert services.build_order(campaign, ev.seed) == ev.order  # the stored seed reproduces it
+    assert flow.build_order(campaign, ev.seed) == ev.order  # the stored seed reproduces it
     rep = campaign.conditions.get(kind="repeat")
     i = ev.order.index(rep.pk)
     assert ev.order[i - 1] != rep.repeat_of_id
@@ -376,30 +376,30 @@ def test_the_form_is_rejected_until_the_reference_and_the_condition_were_seen(
 def test_live_mode_needs_every_screen_of_both_stages(alice: Any, sweep: Any) -> None:
     from django.utils import timezone
 
-    from ratings import services
+    from ratings import campaigns, flow, invitations
     from ratings.models import Evaluator, Slot
 
-    c = services.create_campaign(alice, name="live", mode="live", sweep=sweep, screens_per_condition=3)
+    c = campaigns.create_campaign(alice, name="live", mode="live", sweep=sweep, screens_per_condition=3)
     c.status = "open"  # opened by hand: the provider check is tested above, here only the screen rule
     c.save()
-    ((ev, raw),) = services.invite(c, count=1)
-    ev = services.give_consent(ev)
+    ((ev, raw),) = invitations.invite(c, count=1)
+    ev = flow.give_consent(ev)
     cond = ev.order[0]
     for i in range(3):
-        services.record_screen(ev, cond, "reference", i)
+        flow.record_screen(ev, cond, "reference", i)
     # Remote-desktop screens count only as far as the lab worker reported them for this case.
-    with pytest.raises(services.FlowError, match="reported 0 screen"):
-        services.record_screen(ev, cond, "degraded", 0)
+    with pytest.raises(flow.FlowError, match="reported 0 screen"):
+        flow.record_screen(ev, cond, "degraded", 0)
     Slot.objects.create(
         condition_id=cond, evaluator=ev, state="active", expires_at=timezone.now(), session={"pages_seen": 3}
     )
     for i in range(2):
-        services.record_screen(ev, cond, "degraded", i)
-    with pytest.raises(services.FlowError):
-        services.submit_ratings(ev, cond, {k: 3 for k in c.aspect_keys})
-    st = services.record_screen(ev, cond, "degraded", 2)
+        flow.record_screen(ev, cond, "degraded", i)
+    with pytest.raises(flow.FlowError):
+        flow.submit_ratings(ev, cond, {k: 3 for k in c.aspect_keys})
+    st = flow.record_screen(ev, cond, "degraded", 2)
     assert st["enabled"] and st["degraded_seen"] == 3
-    assert services.submit_ratings(ev, cond, {k: 3 for k in c.aspect_keys}).changed
+    assert flow.submit_ratings(ev, cond, {k: 3 for k in c.aspect_keys}).changed
     assert Evaluator.objects.get(pk=ev.pk).position == 1
 
 
@@ -511,10 +511,10 @@ def test_the_pages_walk_through_consent_training_and_resume_after_a_reload(
 
 
 def test_a_closed_or_draft_campaign_says_so(alice: Any, campaign: Any, invited: Any, client: Any) -> None:
-    from ratings import services
+    from ratings import campaigns
 
     ((ev, raw),) = invited(1)
-    services.close_campaign(campaign)
+    campaigns.close_campaign(campaign)
     r = client.get(f"/rate/{raw}/")
     assert r.status_code == 409 and b"This campaign is closed." in r.content
     assert ev_client(raw).post("/api/rate/consent/").status_code == 409
@@ -580,7 +580,7 @@ def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
 
 
 def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited: Any, alice: Any) -> None:
-    from ratings import services
+    from ratings import analysis
     from ratings.models import Condition
 
     (e1, r1), (e2, r2) = invited(2)
@@ -591,7 +591,7 @@ def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited:
 
     walk(ev_client(r1), flaky)
     walk(ev_client(r2), 4)
-    res = services.analyze(campaign)
+    res = analysis.analyze(campaign)
     row = next(e for e in res["evaluators"] if e["label"] == e1.label)
     assert len(row["consistency_failures"]) == 4 and row["excluded"]
 
@@ -684,15 +684,15 @@ def test_live_slots_queue_time_out_and_move_the_queue(alice: Any, sweep: Any, se
 
     from django.utils import timezone
 
-    from ratings import live, services
+    from ratings import campaigns, flow, invitations, live
     from ratings.models import Slot
 
     settings.QOELAB_LIVE_SESSION_PROVIDER = __name__  # this module: start_session/stop_session below
     settings.QOELAB_LIVE_SLOTS = 1
-    c = services.create_campaign(alice, name="live", mode="live", sweep=sweep)
-    services.open_campaign(c)
-    (e1, t1), (e2, t2) = services.invite(c, count=2)
-    e1, e2 = services.give_consent(e1), services.give_consent(e2)
+    c = campaigns.create_campaign(alice, name="live", mode="live", sweep=sweep)
+    campaigns.open_campaign(c)
+    (e1, t1), (e2, t2) = invitations.invite(c, count=2)
+    e1, e2 = flow.give_consent(e1), flow.give_consent(e2)
     s1 = ev_client(t1).post("/api/rate/slot/").json()
     s2 = ev_client(t2).post("/api/rate/slot/").json()
     assert (s1["state"], s1["queue_position"]) == ("active", 0)
@@ -732,27 +732,27 @@ def stop_session(slot: Any) -> None:
 def test_a_live_page_says_plainly_that_live_sessions_are_unavailable(
     alice: Any, sweep: Any, client: Any
 ) -> None:
-    from ratings import services
+    from ratings import campaigns, flow, invitations
 
-    c = services.create_campaign(alice, name="live page", mode="live", sweep=sweep)
+    c = campaigns.create_campaign(alice, name="live page", mode="live", sweep=sweep)
     c.status = "open"  # opened by hand: without a provider open_campaign refuses (tested above)
     c.save()
-    ((ev, raw),) = services.invite(c, count=1)
-    services.give_consent(ev)
+    ((ev, raw),) = invitations.invite(c, count=1)
+    flow.give_consent(ev)
     page = client.get(f"/rate/{raw}/").content.decode()
     assert "Live sessions are not available on this deployment" in page
     assert 'id="live-session"' in page and 'id="rating-fields" disabled' in page
 
 
 def test_table_4_2_gives_vm_mode_conditions_a_column_of_their_own(campaign: Any) -> None:
-    from ratings import services
+    from ratings import analysis, campaigns
 
     base = {"aspect": campaign.aspects[0]["key"], "delay_s": 0.01, "rate_bps": 1e6, "loss_pct": None}
     rows = [
-        {**base, "protocol": "spice", "system": services.system_name({"protocol": "spice"}), "mean": 4.0},
-        {**base, "protocol": "spice", "system": services.system_name({"protocol": "spice", "server": "vm"}),
+        {**base, "protocol": "spice", "system": campaigns.system_name({"protocol": "spice"}), "mean": 4.0},
+        {**base, "protocol": "spice", "system": campaigns.system_name({"protocol": "spice", "server": "vm"}),
          "mean": 3.0},
     ]  # fmt: skip
-    (table,) = services.table42(campaign, rows)
+    (table,) = analysis.table42(campaign, rows)
     assert table["protocols"] == ["spice", "spice (VM)"]
     assert [cell["mean"] for cell in table["rows"][0]["cells"]] == [4.0, 3.0]

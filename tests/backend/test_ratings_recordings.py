@@ -100,7 +100,7 @@ def test_a_recorded_campaign_from_an_rd_qoe_sweep_opens_and_serves_the_trial_rec
     alice: Any, recorded_files: dict[str, Path], media_root: Any
 ) -> None:
     from qoelab.rd.record import probe
-    from ratings import services
+    from ratings import campaigns, flow, invitations
     from ratings.choices import CampaignMode, CampaignStatus, ConditionKind
 
     sweep = _rd_sweep(alice)
@@ -110,7 +110,7 @@ def test_a_recorded_campaign_from_an_rd_qoe_sweep_opens_and_serves_the_trial_rec
             _store(trial, recorded_files["recording"]),
             _store(trial, recorded_files["reference"]),
         )
-    campaign = services.create_campaign(
+    campaign = campaigns.create_campaign(
         alice, name="recorded rd", sweep=sweep, mode=CampaignMode.RECORDED, seed=3
     )
     normal = list(
@@ -122,12 +122,12 @@ def test_a_recorded_campaign_from_an_rd_qoe_sweep_opens_and_serves_the_trial_rec
         recording, reference = stored[trial_id]
         assert c.recording_id == recording.pk and c.recording.name == "recording.webm"
         assert c.reference_id == reference.pk and c.reference.name == "reference.webm"
-    campaign = services.open_campaign(campaign)
+    campaign = campaigns.open_campaign(campaign)
     assert campaign.status == CampaignStatus.OPEN
 
-    ((evaluator, token),) = services.invite(campaign, count=1)
-    services.open_link(evaluator)
-    services.give_consent(evaluator)
+    ((evaluator, token),) = invitations.invite(campaign, count=1)
+    flow.open_link(evaluator)
+    flow.give_consent(evaluator)
     evaluator.refresh_from_db()
     condition = evaluator.current_condition_id()
     client = Client()
@@ -144,12 +144,12 @@ def test_a_recorded_campaign_from_an_rd_qoe_sweep_opens_and_serves_the_trial_rec
 
 
 def test_a_recorded_campaign_without_recordings_names_what_is_missing(alice: Any) -> None:
-    from ratings import services
+    from ratings import campaigns
 
     sweep = _rd_sweep(alice)
-    campaign = services.create_campaign(alice, name="no videos", sweep=sweep, mode="recorded", seed=3)
-    with pytest.raises(services.CampaignError) as err:
-        services.open_campaign(campaign)
+    campaign = campaigns.create_campaign(alice, name="no videos", sweep=sweep, mode="recorded", seed=3)
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.open_campaign(campaign)
     messages = " ".join(e["message"] for e in err.value.errors)
     assert "no recording for this condition yet" in messages
     assert "no reference recording" in messages

@@ -19,41 +19,13 @@ CHECKS = [status_code_conformance, content_type_conformance, response_schema_con
 
 
 @pytest.fixture
-def cast(alice, sweep_of, make_host, client) -> dict[str, Any]:
-    from ratings import services as ratings
-
-    lab = make_host("lab-1", {"netem": True})
-    sweep = sweep_of()
-    trial = sweep.trials.order_by("index").first()
-    campaign = ratings.create_campaign(
-        alice, name="c", conditions=[{"label": "a", "params": {"protocol": "vnc", "rate": "1mbit"}}]
-    )
-    [(_, evaluator_token)] = ratings.invite(campaign, count=1)
-    resp = client.post(
-        "/api/auth/token/",
-        {"username": "alice", "password": "alice-password-1"},
-        content_type="application/json",
-    )
-    assert resp.status_code == 200, resp.content
-    return {
-        "researcher": {"Authorization": f"Token {resp.json()['token']}"},
-        "host": {"Authorization": f"Host {lab.token}"},
-        "evaluator": {"Authorization": f"Evaluator {evaluator_token}"},
-        "sweep": sweep,
-        "trial": trial,
-        "campaign": campaign,
-        "lab": lab,
-    }
-
-
-@pytest.fixture
-def call(cast, openapi, wsgi_app):
+def call(api_cast, openapi, wsgi_app):
     """``call(method, path_template, who, expect, **case)``: make the call, check it conforms."""
 
     def run(method: str, path: str, who: str | None, expect: int, **case: Any) -> Any:
         operation = openapi[path][method]
         c = operation.Case(**case)
-        response = c.call(app=wsgi_app, headers=cast[who] if who else {})
+        response = c.call(app=wsgi_app, headers=api_cast.headers[who] if who else {})
         assert response.status_code == expect, response.text
         c.validate_response(response, checks=CHECKS)
         return response
@@ -61,14 +33,16 @@ def call(cast, openapi, wsgi_app):
     return run
 
 
-def test_condition_recording_and_reference_are_nullable_and_null_until_attached(openapi, call, cast):
+def test_condition_recording_and_reference_are_nullable_and_null_until_attached(openapi, call, api_cast):
     condition = openapi.raw_schema["components"]["schemas"]["Condition"]["properties"]
     assert condition["recording"].get("nullable") and condition["reference"].get("nullable")
-    resp = call("GET", "/api/campaigns/{id}/", "researcher", 200, path_parameters={"id": cast["campaign"].pk})
+    resp = call(
+        "GET", "/api/campaigns/{id}/", "researcher", 200, path_parameters={"id": api_cast.campaign.pk}
+    )
     assert resp.json()["conditions"][0]["recording"] is None
 
 
-def test_invite_is_documented_and_answered_as_a_plain_list(openapi, call, cast):
+def test_invite_is_documented_and_answered_as_a_plain_list(openapi, call, api_cast):
     schema = openapi.raw_schema["paths"]["/api/campaigns/{id}/invite/"]["post"]["responses"]["201"]
     assert schema["content"]["application/json"]["schema"]["type"] == "array"
     resp = call(
@@ -76,7 +50,7 @@ def test_invite_is_documented_and_answered_as_a_plain_list(openapi, call, cast):
         "/api/campaigns/{id}/invite/",
         "researcher",
         201,
-        path_parameters={"id": cast["campaign"].pk},
+        path_parameters={"id": api_cast.campaign.pk},
         body={"count": 2},
         media_type="application/json",
     )
@@ -91,8 +65,8 @@ def test_only_list_actions_document_limit_and_offset(openapi):
             assert ("limit" in names) == paged, f"{method} {path}"
 
 
-def test_the_researchers_answers_conform(call, cast):
-    sweep, trial, campaign = cast["sweep"], cast["trial"], cast["campaign"]
+def test_the_researchers_answers_conform(call, api_cast):
+    sweep, trial, campaign = api_cast.sweep, api_cast.trial, api_cast.campaign
     for path in ["/api/experiments/", "/api/sweeps/", "/api/trials/", "/api/campaigns/", "/api/hosts/"]:
         call("GET", path, "researcher", 200)
     call("GET", "/api/sweeps/{id}/", "researcher", 200, path_parameters={"id": sweep.pk})
@@ -102,7 +76,7 @@ def test_the_researchers_answers_conform(call, cast):
     call("GET", "/api/job-types/{name}/", "researcher", 200, path_parameters={"name": "t_link"})
 
 
-def test_the_error_answers_conform(call, cast):
+def test_the_error_answers_conform(call, api_cast):
     # 400: a bad page size, a bad body, a NUL in a filter; 403 without credentials; 404 unknown ids
     call("GET", "/api/sweeps/", "researcher", 400, query={"limit": "0"})
     call("GET", "/api/experiments/", "researcher", 400, query={"job_type": "a\x00"})
@@ -115,14 +89,14 @@ def test_the_error_answers_conform(call, cast):
     call("DELETE", "/api/campaigns/{id}/", "researcher", 404, path_parameters={"id": 999999})
 
 
-def test_the_worker_protocols_answers_conform(call, cast, wsgi_app):
-    trial = cast["trial"]
+def test_the_worker_protocols_answers_conform(call, api_cast, wsgi_app):
+    trial = api_cast.trial
     call("POST", "/api/hosts/heartbeat/", "host", 400, body={"name": "lab-1"}, media_type="application/json")
     call("POST", "/api/hosts/heartbeat/", None, 401, body={}, media_type="application/json")
     # not queued for this host yet: 409; unknown trial: 404
     call("POST", "/api/hosts/trials/{trial_id}/claim/", "host", 409, path_parameters={"trial_id": trial.pk})
     call("POST", "/api/hosts/trials/{trial_id}/claim/", "host", 404, path_parameters={"trial_id": 99999})
-    trial.mark_queued(cast["lab"].host)
+    trial.mark_queued(api_cast.lab.host)
     call("POST", "/api/hosts/trials/{trial_id}/claim/", "host", 200, path_parameters={"trial_id": trial.pk})
     call(
         "POST",

@@ -205,7 +205,7 @@ def test_downloads_carry_the_kinds_type_never_the_names(
 @pytest.fixture
 def evaluator_condition(alice: Any, media_files: dict[str, Path]) -> tuple[Any, str, int]:
     """An open recorded campaign and one evaluator at their first condition: (condition, token, id)."""
-    from ratings import demo, services
+    from ratings import campaigns, demo, flow, invitations
     from ratings.models import Condition
 
     sweep = demo.demo_sweep(
@@ -214,10 +214,10 @@ def evaluator_condition(alice: Any, media_files: dict[str, Path]) -> tuple[Any, 
     for trial in sweep.trials.all():
         demo.add_video_artifact(trial, media_files["webm"], reference=True)
         demo.add_video_artifact(trial, media_files["webm"])
-    campaign = services.open_campaign(services.create_campaign(alice, name="c", sweep=sweep, seed=1))
-    ((evaluator, token),) = services.invite(campaign, count=1)
-    services.open_link(evaluator)
-    services.give_consent(evaluator)
+    campaign = campaigns.open_campaign(campaigns.create_campaign(alice, name="c", sweep=sweep, seed=1))
+    ((evaluator, token),) = invitations.invite(campaign, count=1)
+    flow.open_link(evaluator)
+    flow.give_consent(evaluator)
     evaluator.refresh_from_db()
     pk = evaluator.current_condition_id()
     return Condition.objects.get(pk=pk), token, pk

@@ -13,8 +13,8 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 from rest_framework import authentication, exceptions, permissions
 from rest_framework.request import Request
 
+from ratings.invitations import evaluator_for_token
 from ratings.models import Evaluator
-from ratings.services import evaluator_for_token
 
 KEYWORD = "Evaluator"
 

@@ -18,7 +18,7 @@ from experiments.models import Sweep
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
-from ratings import live, services, throttle
+from ratings import analysis, campaigns, flow, invitations, live, throttle
 from ratings.api.auth import EvaluatorTokenAuthentication, IsEvaluator
 from ratings.api.serializers import (
     CampaignCreateSerializer,
@@ -35,7 +35,7 @@ from ratings.choices import CampaignMode, CampaignStatus
 from ratings.models import Campaign, Condition, Evaluator
 
 
-def _campaign_error(exc: services.CampaignError) -> Response:
+def _campaign_error(exc: campaigns.CampaignError) -> Response:
     return errors_response(exc.errors)
 
 
@@ -60,7 +60,7 @@ class CampaignViewSet(
     permission_classes = [IsResearcher]
 
     def get_queryset(self) -> QuerySet:
-        return services.owned_campaigns(self.request.user).prefetch_related("conditions", "evaluators")
+        return campaigns.owned_campaigns(self.request.user).prefetch_related("conditions", "evaluators")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = CampaignCreateSerializer(data=request.data)
@@ -77,7 +77,7 @@ class CampaignViewSet(
             if sweep is None:
                 return errors_response([{"field": "sweep", "message": f"no sweep {data['sweep']} of yours"}])
         conditions = []
-        artifacts = services.usable_artifacts(request.user)
+        artifacts = campaigns.usable_artifacts(request.user)
         for i, c in enumerate(data.get("conditions") or []):
             c = dict(c)
             for key in ("recording", "reference"):
@@ -95,7 +95,7 @@ class CampaignViewSet(
                     c[key] = art
             conditions.append(c)
         try:
-            campaign = services.create_campaign(
+            campaign = campaigns.create_campaign(
                 request.user,
                 name=data["name"],
                 description=data.get("description", ""),
@@ -109,7 +109,7 @@ class CampaignViewSet(
                 training_best=data.get("training_best"),
                 training_worst=data.get("training_worst"),
             )
-        except services.CampaignError as exc:
+        except campaigns.CampaignError as exc:
             return _campaign_error(exc)
         return Response(CampaignSerializer(campaign).data, status=status.HTTP_201_CREATED)
 
@@ -127,15 +127,15 @@ class CampaignViewSet(
     def open(self, request: Request, pk: str | None = None) -> Response:
         """Open for evaluators; 400 lists every condition that lacks what the mode needs."""
         try:
-            campaign = services.open_campaign(self.get_object())
-        except services.CampaignError as exc:
+            campaign = campaigns.open_campaign(self.get_object())
+        except campaigns.CampaignError as exc:
             return _campaign_error(exc)
         return Response(CampaignSerializer(campaign).data)
 
     @extend_schema(request=None, responses={200: CampaignSerializer})
     @action(detail=True, methods=["post"])
     def close(self, request: Request, pk: str | None = None) -> Response:
-        return Response(CampaignSerializer(services.close_campaign(self.get_object())).data)
+        return Response(CampaignSerializer(campaigns.close_campaign(self.get_object())).data)
 
     @extend_schema(request=None, responses={200: CampaignSerializer, 400: ErrorSerializer})
     @action(detail=True, methods=["post"], url_path="refresh-recordings")
@@ -143,8 +143,8 @@ class CampaignViewSet(
         """Attach recordings uploaded by the sweep's trials since the campaign was made (draft only)."""
         campaign = self.get_object()
         try:
-            services.attach_recordings(campaign)
-        except services.CampaignError as exc:
+            campaigns.attach_recordings(campaign)
+        except campaigns.CampaignError as exc:
             return _campaign_error(exc)
         return Response(CampaignSerializer(campaign).data)
 
@@ -166,10 +166,10 @@ class CampaignViewSet(
         except BaseUrlMissing as exc:
             return Response({"detail": exc.message}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
         try:
-            made = services.invite(
+            made = invitations.invite(
                 campaign, labels=body.validated_data.get("labels"), count=body.validated_data.get("count")
             )
-        except services.CampaignError as exc:
+        except campaigns.CampaignError as exc:
             return _campaign_error(exc)
         out = [
             {
@@ -185,19 +185,19 @@ class CampaignViewSet(
     @extend_schema(responses={200: OpenApiResponse(description="screening, DMOS ± CI, alpha, Table 4.2")})
     @action(detail=True, methods=["get"])
     def results(self, request: Request, pk: str | None = None) -> Response:
-        return Response(services.analyze(self.get_object()))
+        return Response(analysis.analyze(self.get_object()))
 
     @extend_schema(responses={200: OpenApiResponse(description="progress per condition and evaluator")})
     @action(detail=True, methods=["get"])
     def progress(self, request: Request, pk: str | None = None) -> Response:
-        return Response(services.progress(self.get_object()))
+        return Response(analysis.progress(self.get_object()))
 
     @extend_schema(responses={(200, "text/csv"): OpenApiResponse(description="raw ratings")})
     @action(detail=True, methods=["get"], url_path="ratings.csv")
     def ratings_csv(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
         campaign = self.get_object()
         response = StreamingHttpResponse(
-            services.ratings_csv(campaign), content_type="text/csv; charset=utf-8"
+            analysis.ratings_csv(campaign), content_type="text/csv; charset=utf-8"
         )
         response["Content-Disposition"] = f'attachment; filename="campaign-{campaign.pk}-ratings.csv"'
         return response
@@ -217,7 +217,7 @@ class EvaluatorAPIView(APIView):
         return ev
 
     @staticmethod
-    def flow_error(exc: services.FlowError) -> Response:
+    def flow_error(exc: flow.FlowError) -> Response:
         return Response({"detail": exc.message}, status=exc.status)
 
     @staticmethod
@@ -236,7 +236,7 @@ class EvaluatorAPIView(APIView):
 class StateView(EvaluatorAPIView):
     @extend_schema(responses={200: OpenApiResponse(description="where the evaluator is and what to show")})
     def get(self, request: Request) -> Response:
-        return Response(services.evaluator_state(self.evaluator(request)))
+        return Response(flow.evaluator_state(self.evaluator(request)))
 
 
 @extend_schema(tags=["evaluator"])
@@ -244,10 +244,10 @@ class ConsentView(EvaluatorAPIView):
     @extend_schema(request=None, responses={200: OpenApiResponse(description="state"), 409: DetailSerializer})
     def post(self, request: Request) -> Response:
         try:
-            ev = services.give_consent(self.evaluator(request))
-        except services.FlowError as exc:
+            ev = flow.give_consent(self.evaluator(request))
+        except flow.FlowError as exc:
             return self.flow_error(exc)
-        return Response(services.evaluator_state(ev))
+        return Response(flow.evaluator_state(ev))
 
 
 @extend_schema(tags=["evaluator"])
@@ -268,8 +268,8 @@ class ScreenView(EvaluatorAPIView):
         body.is_valid(raise_exception=True)
         d = body.validated_data
         try:
-            state = services.record_screen(ev, d["condition"], d["stage"], d["index"], d.get("client_t"))
-        except services.FlowError as exc:
+            state = flow.record_screen(ev, d["condition"], d["stage"], d["index"], d.get("client_t"))
+        except flow.FlowError as exc:
             return self.flow_error(exc)
         return Response(state)
 
@@ -293,8 +293,8 @@ class SubmitView(EvaluatorAPIView):
         body = SubmitSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         try:
-            res = services.submit_ratings(ev, body.validated_data["condition"], body.validated_data["scores"])
-        except services.FlowError as exc:
+            res = flow.submit_ratings(ev, body.validated_data["condition"], body.validated_data["scores"])
+        except flow.FlowError as exc:
             return self.flow_error(exc)
         ev = res.evaluator
         data = {
@@ -313,11 +313,11 @@ class SlotView(EvaluatorAPIView):
 
     def _check(self, ev: Evaluator) -> Condition:
         if ev.campaign.mode != CampaignMode.LIVE:
-            raise services.FlowError("This campaign is in recorded mode; there are no live slots.", 409)
+            raise flow.FlowError("This campaign is in recorded mode; there are no live slots.", 409)
         cid = ev.current_condition_id() if ev.consent_at else None
         if cid is None:
-            raise services.FlowError("There is no current condition to reserve a slot for.", 409)
-        return services._current(ev, cid)
+            raise flow.FlowError("There is no current condition to reserve a slot for.", 409)
+        return flow._current(ev, cid)
 
     @extend_schema(responses={200: SlotSerializer, 409: DetailSerializer})
     def get(self, request: Request) -> Response:
@@ -334,7 +334,7 @@ class SlotView(EvaluatorAPIView):
         ev = self.evaluator(request)
         try:
             cond = self._check(ev)
-        except services.FlowError as exc:
+        except flow.FlowError as exc:
             return self.flow_error(exc)
         return Response(live.slot_json(live.reserve(ev, cond)))
 

@@ -15,7 +15,7 @@ def open_live_campaign(
 ) -> Callable[[str, str, int], tuple[Any, str]]:
     """``open_live_campaign(protocol, label, screens)`` -> (campaign, the evaluator's token): alice's
     live campaign at 10 Mbit/s 20 ms and 2 Mbit/s 50 ms, run by the real worker of ``lab_stack``."""
-    from ratings import demo, services
+    from ratings import campaigns, demo, invitations
 
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.QOELAB_LIVE_SESSION_PROVIDER = "ratings.live_provider"
@@ -26,7 +26,7 @@ def open_live_campaign(
             {"protocol": protocol, "rate": "2mbit", "delay": "50ms"},
         ]
         sweep = demo.demo_sweep(alice, points, name=f"live {protocol} demo")
-        campaign = services.create_campaign(
+        campaign = campaigns.create_campaign(
             alice,
             name=f"e2e live {protocol}",
             mode="live",
@@ -34,8 +34,8 @@ def open_live_campaign(
             screens_per_condition=screens,
             seed=3,
         )
-        campaign = services.open_campaign(campaign)
-        ((_, token),) = services.invite(campaign, labels=[label])
+        campaign = campaigns.open_campaign(campaign)
+        ((_, token),) = invitations.invite(campaign, labels=[label])
         return campaign, token
 
     return make

@@ -27,7 +27,7 @@ SCALE = {
 
 @pytest.fixture
 def recorded_campaign(alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
-    from ratings import demo, services
+    from ratings import campaigns, demo, invitations
 
     settings.MEDIA_ROOT = tmp_path / "media"
     points = [
@@ -39,8 +39,10 @@ def recorded_campaign(alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, s
     for trial in sweep.trials.all():
         demo.add_video_artifact(trial, ref, reference=True)
         demo.add_video_artifact(trial, deg)
-    campaign = services.open_campaign(services.create_campaign(alice, name="e2e rating", sweep=sweep, seed=3))
-    ((_, token),) = services.invite(campaign, labels=["E1"])
+    campaign = campaigns.open_campaign(
+        campaigns.create_campaign(alice, name="e2e rating", sweep=sweep, seed=3)
+    )
+    ((_, token),) = invitations.invite(campaign, labels=["E1"])
     return campaign, token
 
 
@@ -177,19 +179,19 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
 ) -> None:
     from django.test import Client
 
-    from ratings import services
+    from ratings import flow
     from ratings.models import Evaluator
 
     campaign, token = recorded_campaign
-    ev = services.give_consent(Evaluator.objects.get(campaign=campaign))
+    ev = flow.give_consent(Evaluator.objects.get(campaign=campaign))
     gold = campaign.conditions.get(kind="gold").pk
     for cid in ev.order:
         ev.refresh_from_db()
         for stage in ("reference", "degraded"):
             b"".join(Client().get(f"/rate/{token}/media/{cid}/{stage}/").streaming_content)  # delivered
-            services.record_screen(ev, cid, stage, 0)
+            flow.record_screen(ev, cid, stage, 0)
         # 5 on the reference-vs-reference trap, or screening would exclude this evaluator.
-        services.submit_ratings(ev, cid, {k: 5 if cid == gold else 3 for k in campaign.aspect_keys})
+        flow.submit_ratings(ev, cid, {k: 5 if cid == gold else 3 for k in campaign.aspect_keys})
     page = chromium_page
     page.goto(f"{live_server.url}/accounts/login/?next=/campaigns/{campaign.pk}/results/")
     page.get_by_label("Username").fill(alice.username)

@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from ratings import demo, services
+from ratings import campaigns, demo, invitations
 
 
 class Command(BaseCommand):
@@ -37,8 +37,8 @@ class Command(BaseCommand):
         sweep = demo.demo_sweep(user, points, name="ratings demo (generated videos)")
         with tempfile.TemporaryDirectory(prefix="qoelab-ratings-") as tmp:
             demo.attach_demo_videos(sweep, Path(tmp))
-        campaign = services.create_campaign(user, name=f"Demo campaign (sweep {sweep.pk})", sweep=sweep)
-        services.open_campaign(campaign)
+        campaign = campaigns.create_campaign(user, name=f"Demo campaign (sweep {sweep.pk})", sweep=sweep)
+        campaigns.open_campaign(campaign)
         self.stdout.write(f"campaign {campaign.pk}: {opts['base_url']}/campaigns/{campaign.pk}/")
-        for ev, raw in services.invite(campaign, count=opts["evaluators"]):
+        for ev, raw in invitations.invite(campaign, count=opts["evaluators"]):
             self.stdout.write(f"  {ev.label}: {opts['base_url']}/rate/{raw}/")
