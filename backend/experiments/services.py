@@ -17,8 +17,9 @@ from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.cache import cache as shared_cache
 from django.db import transaction
-from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F
+from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
 
 from experiments import jobtypes
 from experiments.choices import TERMINAL, SweepOrder, TrialStatus
@@ -123,21 +124,27 @@ def cancel_sweep(sweep: Sweep) -> int:
     return n
 
 
-def live_hosts_for(job: JobType):
+def live_hosts_for(job: JobType, hosts: list[WorkerHost] | None = None) -> list[WorkerHost]:
     """Live, enabled hosts that report every capability the job type requires."""
-    return [h for h in WorkerHost.objects.alive().filter(enabled=True) if job.requires <= h.capability_set()]
+    if hosts is None:
+        hosts = list(WorkerHost.objects.alive().filter(enabled=True))
+    return [h for h in hosts if job.requires <= h.capability_set()]
 
 
-def blocked_reason(job_type: str, trial_requires: list[list[str]] | None = None) -> str | None:
+def blocked_reason(
+    job_type: str, trial_requires: list[list[str]] | None = None, hosts: list[WorkerHost] | None = None
+) -> str | None:
     """Why pending trials cannot be dispatched now, or None if some host can run some of them.
 
     ``trial_requires``: the distinct ``Trial.requires`` of the pending trials (e.g. an rd_qoe sweep
-    whose X2Go trials need X2Go tools); without it, the job type's own requirements.
+    whose X2Go trials need X2Go tools); without it, the job type's own requirements. ``hosts``: the
+    live, enabled hosts if the caller has read them already.
     """
     job = jobtypes.get_job(job_type)
     if job is None:
         return f"job type {job_type!r} is not registered in this backend (known: {jobtypes.known_names()})"
-    hosts = list(WorkerHost.objects.alive().filter(enabled=True))
+    if hosts is None:
+        hosts = list(WorkerHost.objects.alive().filter(enabled=True))
     if not hosts:
         return f"no live worker (none sent a heartbeat in the last {settings.QOELAB_HEARTBEAT_TIMEOUT} s)"
     needs = [job.requires | frozenset(r) for r in (trial_requires or [[]])]
@@ -158,28 +165,35 @@ def blocked_reason(job_type: str, trial_requires: list[list[str]] | None = None)
 
 
 def progress(sweep: Sweep) -> dict[str, Any]:
-    """Counts by status, done/total, ETA from the mean duration of finished trials."""
-    counts = {s: 0 for s in TrialStatus.values}
-    for row in sweep.trials.values("status").annotate(n=Count("id")):
-        counts[row["status"]] = row["n"]
+    """Counts by status, done/total, ETA from the mean duration of finished trials.
+
+    Every open sweep page polls this: the counts and the mean come from one aggregate query, and
+    the hosts are read (once) only when pending trials need a reason or the ETA needs the slots.
+    """
+    timed = Q(status=TrialStatus.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
+    agg = sweep.trials.aggregate(
+        **{f"n_{s}": Count("id", filter=Q(status=s)) for s in TrialStatus.values},
+        mean=Avg(
+            ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()), filter=timed
+        ),
+    )
+    counts = {s: agg[f"n_{s}"] for s in TrialStatus.values}
     total = sum(counts.values())
     done = sum(counts[s] for s in TERMINAL)
     remaining = total - done
-    mean = (
-        sweep.trials.filter(status=TrialStatus.SUCCEEDED, started_at__isnull=False, finished_at__isnull=False)
-        .annotate(d=ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()))
-        .aggregate(m=Avg("d"))["m"]
-    )
-    mean_s = mean.total_seconds() if mean is not None else None
-    blocked = None
-    eta_s = None
-    if counts[TrialStatus.PENDING] and not sweep.is_cancelled:
-        pending = sweep.trials.filter(status=TrialStatus.PENDING).values_list("requires", flat=True)
-        distinct = sorted({tuple(r or ()) for r in pending.distinct()})
-        blocked = blocked_reason(sweep.job_type, [list(r) for r in distinct])
+    mean_s = agg["mean"].total_seconds() if agg["mean"] is not None else None
     job = jobtypes.get_job(sweep.job_type)
-    if mean_s is not None and remaining and job is not None:
-        slots = sum(h.concurrency for h in live_hosts_for(job)) or 1
+    pending = counts[TrialStatus.PENDING] and not sweep.is_cancelled
+    want_eta = mean_s is not None and remaining and job is not None
+    hosts = list(WorkerHost.objects.alive().filter(enabled=True)) if pending or want_eta else []
+    blocked = None
+    if pending:
+        rows = sweep.trials.filter(status=TrialStatus.PENDING).values_list("requires", flat=True)
+        distinct = sorted({tuple(r or ()) for r in rows.distinct()})
+        blocked = blocked_reason(sweep.job_type, [list(r) for r in distinct], hosts)
+    eta_s = None
+    if want_eta:
+        slots = sum(h.concurrency for h in live_hosts_for(job, hosts)) or 1
         eta_s = mean_s * math.ceil(remaining / slots)
     return {
         "total": total,
@@ -193,6 +207,23 @@ def progress(sweep: Sweep) -> dict[str, Any]:
         "blocked": blocked,
         "cancelled": sweep.is_cancelled,
     }
+
+
+def progress_for_polling(sweep: Sweep) -> dict[str, Any]:
+    """``progress`` through the shared cache for ``QOELAB_PROGRESS_CACHE_S`` seconds.
+
+    Two hundred pages polling one sweep then cost one computation per interval between them; the
+    answer is at most that old. The sweep detail (``progress`` in its body) is always computed.
+    """
+    ttl = settings.QOELAB_PROGRESS_CACHE_S
+    if ttl <= 0:
+        return progress(sweep)
+    key = f"sweep-progress:{sweep.pk}"
+    value = shared_cache.get(key)
+    if value is None:
+        value = progress(sweep)
+        shared_cache.set(key, value, ttl)
+    return value
 
 
 # --- the worker side: claim and finish -------------------------------------------------------

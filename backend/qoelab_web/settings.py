@@ -277,6 +277,9 @@ CELERY_BROKER_URL = REDIS_URL
 
 QOELAB_MAX_TRIALS_PER_SWEEP = env_int("QOELAB_MAX_TRIALS_PER_SWEEP", 10000)
 QOELAB_HEARTBEAT_TIMEOUT = env_int("QOELAB_HEARTBEAT_TIMEOUT", 60)
+# Sweep pages poll /api/sweeps/<id>/progress/; its answer is shared (Redis) for this many seconds, so
+# many open pages cost one computation per interval. 0: compute on every request.
+QOELAB_PROGRESS_CACHE_S = env_int("QOELAB_PROGRESS_CACHE_S", 1, lo=0)
 # A trial queued this long without a claim lost its Celery message (Redis restarted, queue purged).
 QOELAB_QUEUED_TIMEOUT = env_int("QOELAB_QUEUED_TIMEOUT", 300)
 QOELAB_MAX_ARTIFACT_BYTES = env_int("QOELAB_MAX_ARTIFACT_BYTES", 2 * 1024**3)

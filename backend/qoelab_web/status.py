@@ -8,11 +8,13 @@ go to researchers, the people who may list ``/api/hosts/`` (session or API token
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.migrations.executor import MigrationExecutor
+from django.db.models import Count, Q
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
@@ -60,7 +62,15 @@ def check_database() -> dict[str, Any]:
         return {"ok": False, "detail": f"{type(exc).__name__}: {exc}".strip()}
 
 
+# Once every migration is applied only new code can add one, and new code means a new process: a
+# process that has seen "all applied" need not build the migration graph again on every poll.
+_all_applied = False
+
+
 def check_migrations() -> dict[str, Any]:
+    global _all_applied
+    if _all_applied:
+        return {"ok": True, "detail": "all applied"}
     try:
         executor = MigrationExecutor(connections[DEFAULT_DB_ALIAS])
         plan = executor.migration_plan(executor.loader.graph.leaf_nodes())
@@ -69,17 +79,21 @@ def check_migrations() -> dict[str, Any]:
     if plan:
         names = ", ".join(f"{m.app_label}.{m.name}" for m, _ in plan[:5])
         return {"ok": False, "detail": f"{len(plan)} pending (run manage.py migrate): {names}"}
+    _all_applied = True
     return {"ok": True, "detail": "all applied"}
 
 
-def check_redis() -> dict[str, Any]:
+@functools.cache
+def _redis(url: str) -> Any:
     import redis
 
+    # One pooled client per process and URL: a poll reuses its connection instead of opening one.
+    return redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2)
+
+
+def check_redis() -> dict[str, Any]:
     try:
-        client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
-        client.ping()
-        version = client.info("server").get("redis_version", "?")
-        client.close()
+        version = _redis(settings.REDIS_URL).info("server").get("redis_version", "?")
         return {"ok": True, "detail": f"redis {version}"}
     except Exception as exc:
         return {"ok": False, "detail": f"{type(exc).__name__}: {exc}"}
@@ -91,7 +105,8 @@ def workers() -> list[dict[str, Any]]:
 
     now = timezone.now()
     out = []
-    for host in WorkerHost.objects.all():
+    hosts = WorkerHost.objects.annotate(n_running=Count("trials", filter=Q(trials__status__in=list(ACTIVE))))
+    for host in hosts:
         out.append(
             {
                 "name": host.name,
@@ -102,7 +117,7 @@ def workers() -> list[dict[str, Any]]:
                 if host.last_heartbeat
                 else None,
                 "capabilities": sorted(host.capability_set()),
-                "running": host.trials.filter(status__in=list(ACTIVE)).count(),
+                "running": host.n_running,
             }
         )
     return out

@@ -1,7 +1,7 @@
 /* Sweep page: live progress without reload, preset charts and the custom-chart control.
  *
- * Reads its URLs from data- attributes the template writes, polls the sweep in the REST API
- * (GET /api/sweeps/<id>/, session-authenticated) every 2 s while trials are open, and when the number of finished trials changes it re-fetches the trial
+ * Reads its URLs from data- attributes the template writes, polls the sweep's progress in the REST
+ * API (GET /api/sweeps/<id>/progress/, session-authenticated) every 2 s while trials are open, and when the number of finished trials changes it re-fetches the trial
  * table (server-rendered HTML fragment) and redraws the charts. Needs charts.js loaded first.
  */
 (function () {
@@ -118,10 +118,9 @@
     if (r.ok) holder.innerHTML = await r.text();
   }
 
-  // The REST API's sweep (GET /api/sweeps/<id>/) carries the backend's progress; flatten it and
-  // name the state the same way the server-rendered page does (dashboard.services.progress).
-  function fromApi(sweep) {
-    const p = sweep.progress;
+  // The sweep's progress (GET /api/sweeps/<id>/progress/, shared between pages for a second):
+  // flatten it and name the state the same way the server-rendered page does (dashboard.services.progress).
+  function fromApi(p) {
     const c = p.counts;
     const finished = p.total > 0 && p.done === p.total;
     let state = "waiting";

@@ -330,7 +330,7 @@ def test_the_sweep_page_shows_progress_and_polls_the_api_with_the_same_numbers(
     page = c.get(f"/sweeps/{sweep.pk}/").content.decode()
     assert 'data-field="done">0<' in page and 'data-field="total">3<' in page
     assert "no live worker" in page  # why nothing runs: no host has sent a heartbeat
-    assert f'data-progress-url="/api/sweeps/{sweep.pk}/"' in page
+    assert f'data-progress-url="/api/sweeps/{sweep.pk}/progress/"' in page
     first, second, _ = sweep.trials.order_by("index")
     _finish_one(first, "succeeded")
     _finish_one(second, "failed")
@@ -338,9 +338,26 @@ def test_the_sweep_page_shows_progress_and_polls_the_api_with_the_same_numbers(
     assert 'data-field="done">2<' in page and 'data-field="failed">1<' in page
     assert 'data-field="succeeded">1<' in page and 'data-field="waiting">1<' in page
     # The fields sweep.js reads from the API (session login, as in the browser).
-    p = c.get(f"/api/sweeps/{sweep.pk}/").json()["progress"]
+    p = c.get(f"/api/sweeps/{sweep.pk}/progress/").json()
     assert (p["total"], p["done"], p["counts"]["failed"], p["counts"]["pending"]) == (3, 2, 1, 1)
     assert {"eta_s", "blocked", "cancelled"} <= set(p)
+    assert p == c.get(f"/api/sweeps/{sweep.pk}/").json()["progress"]
+
+
+def test_the_polled_progress_is_shared_for_the_configured_seconds_and_the_detail_is_exact(
+    client_for, alice, bob, demo_job, settings
+) -> None:
+    settings.QOELAB_PROGRESS_CACHE_S = 300
+    sweep = _sweep(alice, {"rate": ["1mbit", "2mbit"]})
+    c = client_for(alice)
+    assert c.get(f"/api/sweeps/{sweep.pk}/progress/").json()["done"] == 0
+    _finish_one(sweep.trials.order_by("index").first(), "succeeded")
+    assert c.get(f"/api/sweeps/{sweep.pk}/progress/").json()["done"] == 0  # the shared answer
+    assert c.get(f"/api/sweeps/{sweep.pk}/").json()["progress"]["done"] == 1
+    # The access check is never shared: another researcher's poll is refused, cached or not.
+    assert client_for(bob).get(f"/api/sweeps/{sweep.pk}/progress/").status_code == 404
+    settings.QOELAB_PROGRESS_CACHE_S = 0
+    assert c.get(f"/api/sweeps/{sweep.pk}/progress/").json()["done"] == 1
 
 
 def _finish_one(trial, status: str) -> None:

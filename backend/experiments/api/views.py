@@ -19,6 +19,7 @@ from experiments.api.serializers import (
     CancelReplySerializer,
     ExperimentSerializer,
     JobTypeSerializer,
+    ProgressSerializer,
     SweepSerializer,
     SweepSpecSerializer,
     TrialDetailSerializer,
@@ -109,6 +110,8 @@ class SweepViewSet(
         )
         if (exp := _int_param(self.request, "experiment")) is not None:
             qs = qs.filter(experiment_id=exp)
+        if self.action == "progress":  # polled by every open sweep page: read only what it needs
+            qs = qs.select_related(None).only("id", "job_type", "cancelled_at")
         return qs
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -117,6 +120,15 @@ class SweepViewSet(
         except services.SpecError as exc:
             return errors_response(exc.errors)
         return Response(SweepSerializer(sweep, context=self.get_serializer_context()).data, status=201)
+
+    @extend_schema(
+        responses={200: ProgressSerializer},
+        summary="Progress only: what an open sweep page polls (shared for QOELAB_PROGRESS_CACHE_S)",
+    )
+    @action(detail=True, methods=["get"])
+    def progress(self, request: Request, pk: str | None = None) -> Response:
+        sweep = self.get_object()
+        return Response(services.progress_for_polling(sweep))
 
     @extend_schema(
         request=None, responses={200: CancelReplySerializer}, summary="Stop queued and pending trials"
