@@ -5,6 +5,9 @@ from django.urls import include, path
 
 from qoelab_web.auth import LoginView
 
+# A database that does not answer is a 503 with Retry-After; every other error Django's 500.
+handler500 = "qoelab_web.unavailable.handler500"
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),  # throttled; the rest is Django's

@@ -756,3 +756,36 @@ def test_table_4_2_gives_vm_mode_conditions_a_column_of_their_own(campaign: Any)
     (table,) = analysis.table42(campaign, rows)
     assert table["protocols"] == ["spice", "spice (VM)"]
     assert [cell["mean"] for cell in table["rows"][0]["cells"]] == [4.0, 3.0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rating_posted_while_the_database_is_down_is_kept_and_lands_once_when_sent_again(
+    campaign: Any, invited: Any, database_refusing: Any
+) -> None:
+    import re
+
+    from django.test import Client
+
+    from ratings.models import Rating
+
+    ((ev, raw),) = invited(1)
+    api = ev_client(raw)
+    api.post("/api/rate/consent/")
+    cond = api.get("/api/rate/state/").json()["condition"]["id"]
+    watch(api, cond)
+    for stage in ("reference", "degraded"):
+        api.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    page = Client(raise_request_exception=False)
+    form = {"action": "rate", "condition": str(cond), **{f"score_{k}": "4" for k in campaign.aspect_keys}}
+    with database_refusing():
+        down = page.post(f"/rate/{raw}/", form)
+    assert down.status_code == 503 and "nothing was saved" in down.content.decode()
+    assert not Rating.objects.filter(evaluator=ev).exists()
+    kept = dict(re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)">', down.content.decode()))
+    assert kept == form
+    # "Send again", twice (a double click): stored once, the evaluator moved on once.
+    for _ in range(2):
+        assert page.post(f"/rate/{raw}/", kept).status_code == 302
+    assert Rating.objects.filter(evaluator=ev, condition_id=cond).count() == len(campaign.aspect_keys)
+    ev.refresh_from_db()
+    assert ev.position == 1
