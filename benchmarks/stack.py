@@ -58,6 +58,60 @@ def recreate_database(maint_url: str, name: str, drop_only: bool = False) -> Non
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+class PrivatePostgres:
+    """A throwaway PostgreSQL cluster (initdb in /var/tmp, a free port, a generated password) that a
+    benchmark may restart; ``url`` is its ``postgres`` database. Gone when the ``with`` block ends."""
+
+    def __init__(self) -> None:
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        if not bins:
+            raise SystemExit("PostgreSQL is not installed (make deps installs it)")
+        self.bin = bins[-1].parent
+        self.port = free_port()
+        self.password = secrets.token_urlsafe(24)
+        self.url = f"postgres://postgres:{self.password}@127.0.0.1:{self.port}/postgres"
+        self.data = Path(tempfile.mkdtemp(prefix="qoelab-bench-pg-", dir="/var/tmp"))
+
+    def _as_postgres(self, *cmd: str, timeout: float = 120) -> None:
+        subprocess.run(["runuser", "-u", "postgres", "--", *cmd], check=True, timeout=timeout,
+                       stdout=subprocess.DEVNULL)  # fmt: skip
+
+    def pg_ctl(self, action: str, *extra: str) -> None:
+        opts = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1"
+        self._as_postgres(
+            str(self.bin / "pg_ctl"), "-D", str(self.data / "db"), "-l", str(self.data / "server.log"),
+            "-w", "-t", "60", "-o", opts, action, *extra,
+        )  # fmt: skip
+
+    def __enter__(self) -> PrivatePostgres:
+        import shutil
+
+        shutil.chown(self.data, "postgres")
+        pwfile = self.data / "pw"
+        pwfile.write_text(self.password)
+        shutil.chown(pwfile, "postgres")
+        self._as_postgres(
+            str(self.bin / "initdb"), "-D", str(self.data / "db"), "-U", "postgres", "-E", "UTF8",
+            "--auth-local=peer", "--auth-host=scram-sha-256", f"--pwfile={pwfile}",
+        )  # fmt: skip
+        pwfile.unlink()
+        self.pg_ctl("start")
+        return self
+
+    def restart(self) -> float:
+        """``pg_ctl restart -m fast`` (open connections are cut); returns the seconds it took."""
+        t0 = time.monotonic()
+        self.pg_ctl("restart", "-m", "fast")
+        return time.monotonic() - t0
+
+    def __exit__(self, *exc: object) -> None:
+        import shutil
+
+        with contextlib.suppress(Exception):
+            self.pg_ctl("stop", "-m", "immediate")
+        shutil.rmtree(self.data, ignore_errors=True)
+
+
 class PrivateStack:
     """Start with ``with``; every process and the database are gone when the block ends."""
 
