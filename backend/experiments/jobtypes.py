@@ -34,6 +34,16 @@ def runnable_by(capabilities: frozenset[str]) -> list[str]:
     return sorted(name for name, job in registry().items() if job.requires <= capabilities)
 
 
+def stimulus_job_types() -> list[str]:
+    """Job types whose trials record sessions a rating campaign can show."""
+    return sorted(name for name, job in registry().items() if job.stimuli)
+
+
+def produces_stimuli(name: str) -> bool:
+    job = get_job(name)
+    return job is not None and job.stimuli
+
+
 def param_names(job: JobType) -> list[str]:
     return list(job.params.model_fields)
 
@@ -50,4 +60,5 @@ def describe(job: JobType) -> dict[str, Any]:
         "charts": [dataclasses.asdict(c) for c in job.charts],
         "timeout_s": job.timeout_s,
         "max_attempts": job.max_attempts,
+        "stimuli": job.stimuli,
     }

@@ -15,12 +15,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from experiments import jobtypes
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import ParameterError
 from qoelab.units import parse_duration, parse_percent, parse_rate
-from ratings.choices import CampaignMode, CampaignStatus, ConditionKind
+from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
 from ratings.models import Campaign, Condition, default_aspects
 from results.models import Artifact, SummaryValue
 
@@ -30,6 +31,9 @@ from results.models import Artifact, SummaryValue
 LINK_KEYS = frozenset(LinkParams.model_fields) | {"protocol", "server"}
 KEY_ORDER = ("protocol", "server", "rate", "delay", "loss", "jitter", "up_rate", "up_delay", "up_loss")
 MAX_ASPECTS = 8
+KEY_OF_LABEL = {label.lower(): key for key, label in DEFAULT_ASPECTS}
+# Screens per stage of a live campaign unless the researcher says otherwise (the thesis' five).
+LIVE_SCREENS_DEFAULT = 5
 MAX_CONDITIONS = 200
 ASPECT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 # Artifacts of kind "video": a name starting with this is the locally rendered reference.
@@ -162,9 +166,10 @@ def _anchor_order(cond: dict[str, Any]) -> tuple[float, float, float]:
     return (-rate, si["delay_s"] or 0.0, si["loss_pct"] or 0.0)
 
 
-def validate_aspects(aspects: Any) -> list[dict[str, str]]:
+def validate_aspects(aspects: Any, mode: str | None = None) -> list[dict[str, str]]:
+    """A list of {key, label} (or labels); empty: the mode's default (``default_aspects``)."""
     if aspects in (None, "", []):
-        return default_aspects()
+        return default_aspects(mode)
     if not isinstance(aspects, list):
         raise CampaignError([{"field": "aspects", "message": "must be a list of {key, label}"}])
     if len(aspects) > MAX_ASPECTS:
@@ -174,7 +179,10 @@ def validate_aspects(aspects: Any) -> list[dict[str, str]]:
     out, seen, errors = [], set(), []
     for i, a in enumerate(aspects):
         if isinstance(a, str):
-            a = {"key": re.sub(r"[^a-z0-9_]+", "_", a.strip().lower()).strip("_"), "label": a.strip()}
+            # A thesis aspect typed by its label keeps the thesis' key (analysis and warnings use it).
+            key = KEY_OF_LABEL.get(a.strip().lower())
+            key = key or re.sub(r"[^a-z0-9_]+", "_", a.strip().lower()).strip("_")
+            a = {"key": key, "label": a.strip()}
         key, label = (a or {}).get("key", ""), ((a or {}).get("label") or "").strip()
         if not ASPECT_KEY.match(key or ""):
             errors.append(
@@ -198,7 +206,7 @@ def create_campaign(
     name: str,
     mode: str = CampaignMode.RECORDED,
     aspects: Any = None,
-    screens_per_condition: int = 5,
+    screens_per_condition: int | None = None,
     sweep: Sweep | None = None,
     conditions: list[dict[str, Any]] | None = None,
     add_gold: bool = True,
@@ -218,11 +226,32 @@ def create_campaign(
         errors.append({"field": "name", "message": "must not be empty"})
     if mode not in CampaignMode.values:
         errors.append({"field": "mode", "message": f"must be one of {', '.join(CampaignMode.values)}"})
+    if mode == CampaignMode.RECORDED:
+        # A recorded stimulus is one whole video per stage; a screen count would be a false promise.
+        if screens_per_condition not in (None, 1):
+            errors.append(
+                {
+                    "field": "screens_per_condition",
+                    "message": "applies to live campaigns only (a recorded campaign shows each video "
+                    "once, whole): leave it empty",
+                }
+            )
+        screens_per_condition = 1
+    elif screens_per_condition is None:
+        screens_per_condition = LIVE_SCREENS_DEFAULT
     if not isinstance(screens_per_condition, int) or not 1 <= screens_per_condition <= 50:
         errors.append({"field": "screens_per_condition", "message": "must be a whole number from 1 to 50"})
+    if sweep is not None and not jobtypes.produces_stimuli(sweep.job_type):
+        errors.append(
+            {
+                "field": "sweep",
+                "message": f"a {sweep.job_type} sweep records no sessions to rate; pick a sweep of a job "
+                f"type that records them ({', '.join(jobtypes.stimulus_job_types()) or 'none registered'})",
+            }
+        )
     if errors:
         raise CampaignError(errors)
-    aspect_list = validate_aspects(aspects)
+    aspect_list = validate_aspects(aspects, mode)
 
     normal: list[dict[str, Any]] = conditions_from_sweep(sweep) if sweep is not None else []
     for i, c in enumerate(conditions or []):

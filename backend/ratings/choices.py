@@ -64,6 +64,10 @@ DEFAULT_ASPECTS: tuple[tuple[str, str], ...] = (
     ("keyboard_response", "Keyboard response time"),
     ("image_clarity", "Image clarity"),
 )
+# A recorded campaign's evaluator only watches: of the four, only what a viewer can judge.
+RECORDED_ASPECTS: tuple[str, ...] = ("screen_response", "image_clarity")
+# Aspects that need the evaluator's own hand on the mouse or keyboard (live mode).
+HANDS_ON_ASPECTS: frozenset[str] = frozenset({"mouse_response", "keyboard_response"})
 # What each default aspect asks, in plain language for the form.
 ASPECT_HELP: dict[str, str] = {
     "screen_response": "How long the screen took to change after you clicked.",

@@ -114,6 +114,23 @@ def screens_seen(evaluator: Evaluator, condition: Condition) -> dict[str, int]:
     return out
 
 
+def _not_seen_yet(campaign: Campaign, state: dict[str, Any]) -> str:
+    """Why the form is still closed, in the evaluator's words."""
+    if campaign.mode == CampaignMode.RECORDED:
+        missing = [
+            what
+            for what, done in (("the reference video", state["reference_done"]),
+                               ("the video of the case", state["degraded_done"]))
+            if not done
+        ]  # fmt: skip
+        return f"Please watch {' and '.join(missing)} to the end first; then the questions open."
+    return (
+        "Please go through the whole reference and the whole remote desktop session first "
+        f"({state['required']} pages each; so far {state['reference_seen']} and {state['degraded_seen']}); "
+        "then the questions open."
+    )
+
+
 def form_state(evaluator: Evaluator, condition: Condition) -> dict[str, Any]:
     campaign = evaluator.campaign
     seen = screens_seen(evaluator, condition)
@@ -146,7 +163,7 @@ def record_screen(
         raise FlowError(f"stage must be one of {', '.join(Stage.values)}", 400)
     need = campaign.required_screens
     if not isinstance(index, int) or not 0 <= index < need:
-        raise FlowError(f"screen index must be from 0 to {need - 1}", 400)
+        raise FlowError(f"index must be from 0 to {need - 1}", 400)
     problems = condition_problems(campaign, condition)
     if problems:
         raise FlowError(problems[0].capitalize() + "; this condition cannot be rated now.", 409)
@@ -156,8 +173,8 @@ def record_screen(
         reported = delivery.pages_reported(evaluator, condition)
         if index >= reported:
             raise FlowError(
-                f"The lab computer has reported {reported} screen(s) of this remote desktop session so far; "
-                f"screen {index + 1} counts once it has reported it.",
+                "The remote desktop has not reached that point yet. Keep going through the session; "
+                "it counts as soon as the lab computer has shown it.",
                 409,
             )
     ScreenEvent.objects.get_or_create(
@@ -223,12 +240,7 @@ def submit_ratings(evaluator: Evaluator, condition_id: int, scores: Any) -> Subm
         if state["problems"]:
             raise FlowError(state["problems"][0].capitalize() + "; this condition cannot be rated now.", 409)
         if not (state["reference_done"] and state["degraded_done"]):
-            raise FlowError(
-                "The rating form opens after you have gone through the reference and the condition "
-                f"({state['required']} screen(s) each; seen {state['reference_seen']} and "
-                f"{state['degraded_seen']}).",
-                409,
-            )
+            raise FlowError(_not_seen_yet(ev.campaign, state), 409)
         if state["delivery_problem"]:
             raise FlowError(state["delivery_problem"], 409)
         seen = state["reference_seen"] + state["degraded_seen"]

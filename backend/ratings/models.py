@@ -15,6 +15,8 @@ from django.db import models
 from qoelab_web.tokens import hash_token  # noqa: F401 (evaluator links are stored hashed)
 from ratings.choices import (
     DEFAULT_ASPECTS,
+    HANDS_ON_ASPECTS,
+    RECORDED_ASPECTS,
     SCORE_MAX,
     SCORE_MIN,
     TRAINING_KINDS,
@@ -27,8 +29,10 @@ from ratings.choices import (
 )
 
 
-def default_aspects() -> list[dict[str, str]]:
-    return [{"key": k, "label": label} for k, label in DEFAULT_ASPECTS]
+def default_aspects(mode: str | None = None) -> list[dict[str, str]]:
+    """The thesis' four aspects (live mode), or the two a viewer can judge (recorded mode)."""
+    keep = RECORDED_ASPECTS if mode == CampaignMode.RECORDED else tuple(k for k, _ in DEFAULT_ASPECTS)
+    return [{"key": k, "label": label} for k, label in DEFAULT_ASPECTS if k in keep]
 
 
 class Campaign(models.Model):
@@ -57,6 +61,18 @@ class Campaign(models.Model):
     @property
     def aspect_keys(self) -> list[str]:
         return [a["key"] for a in self.aspects]
+
+    @property
+    def aspect_warnings(self) -> list[str]:
+        """Aspects this mode's evaluators cannot judge (kept: the researcher chose them)."""
+        if self.mode != CampaignMode.RECORDED:
+            return []
+        return [
+            f"'{a['label']}' needs the evaluator's own hand on the mouse or keyboard; in a recorded "
+            "campaign they only watch, so its answers rate the video, not the response."
+            for a in self.aspects
+            if a["key"] in HANDS_ON_ASPECTS
+        ]
 
     @property
     def required_screens(self) -> int:

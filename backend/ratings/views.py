@@ -17,10 +17,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from dashboard.access import researcher_required, sweeps_for
+from experiments import jobtypes
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
 from ratings import analysis, campaigns, delivery, invitations, live
-from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
+from ratings.choices import DEFAULT_ASPECTS, RECORDED_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
 from ratings.models import Campaign, Condition, Evaluator
+
+RECORDED_LABELS = [label for key, label in DEFAULT_ASPECTS if key in RECORDED_ASPECTS]
 
 
 class CampaignForm(forms.Form):
@@ -36,13 +39,20 @@ class CampaignForm(forms.Form):
         help_text="One per line: protocol rate delay [loss], e.g. 'vnc 1mbit 10ms 0%'. Added to the sweep's.",
     )
     aspects = forms.CharField(
+        required=False,
         widget=forms.Textarea(attrs={"rows": 4}),
-        initial="\n".join(label for _, label in DEFAULT_ASPECTS),
         label="Aspects to rate",
-        help_text="One per line, in the order evaluators see them.",
+        help_text="One per line, in the order evaluators see them. Empty: the mode's default — recorded: "
+        f"{' and '.join(RECORDED_LABELS)} (a viewer cannot judge mouse or keyboard response); live: "
+        f"the thesis' four ({', '.join(label for _, label in DEFAULT_ASPECTS)}).",
     )
     screens_per_condition = forms.IntegerField(
-        min_value=1, max_value=50, initial=5, label="Screens per condition"
+        required=False,
+        min_value=1,
+        max_value=50,
+        label="Screens per stage (live mode)",
+        help_text="How many screens of the reference and of the session a live evaluator goes through "
+        "(empty: 5, the thesis'). Leave it empty for a recorded campaign: each video is watched once, whole.",
     )
     add_gold = forms.BooleanField(
         required=False, initial=True, label="Add a gold trap (reference vs reference)"
@@ -51,7 +61,10 @@ class CampaignForm(forms.Form):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["sweep"].queryset = sweeps_for(user).order_by("-created_at")
+        # Only sweeps whose trials record sessions: a link_check sweep has nothing to show evaluators.
+        self.fields["sweep"].queryset = (
+            sweeps_for(user).filter(job_type__in=jobtypes.stimulus_job_types()).order_by("-created_at")
+        )
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
@@ -115,6 +128,8 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
             messages.success(
                 request, f"Campaign '{campaign.name}' created with {campaign.conditions.count()} conditions."
             )
+            for warning in campaign.aspect_warnings:
+                messages.warning(request, warning)
             return redirect("ratings:campaign", pk=campaign.pk)
     status = 400 if request.method == "POST" else 200
     return render(request, "ratings/campaign_new.html", {"form": form}, status=status)

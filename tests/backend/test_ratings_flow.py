@@ -130,8 +130,9 @@ def test_a_campaign_from_a_sweep_has_one_condition_per_protocol_and_link_profile
     # Best: highest measured throughput (0.94 Mbit/s: x2go 10ms); worst: lowest (0.90: x2go 100ms).
     assert best.params == {"protocol": "x2go", "rate": "1mbit", "delay": "10ms"}
     assert worst.params == {"protocol": "x2go", "rate": "1mbit", "delay": "100ms"}
-    assert campaign.aspects[0] == {"key": "screen_response", "label": "Screen response time"}
-    assert campaign.screens_per_condition == 5
+    # Recorded: what a viewer can judge, one whole video per stage.
+    assert campaign.aspect_keys == ["screen_response", "image_clarity"]
+    assert campaign.screens_per_condition == 1 and campaign.aspect_warnings == []
 
 
 def test_repeated_trials_of_one_condition_make_one_condition_with_mean_throughput(alice: Any) -> None:
@@ -195,11 +196,59 @@ def test_conditions_can_be_entered_by_hand_and_bad_values_name_the_field(alice: 
         campaigns.create_campaign(alice, name="none")
     assert err.value.errors[0]["field"] == "conditions"
     with pytest.raises(campaigns.CampaignError) as err:
-        campaigns.create_campaign(alice, name="x", screens_per_condition=0, conditions=[{"params": {}}])
+        campaigns.create_campaign(
+            alice, name="x", mode="live", screens_per_condition=0, conditions=[{"params": {}}]
+        )
     assert err.value.errors[0] == {
         "field": "screens_per_condition",
         "message": "must be a whole number from 1 to 50",
     }
+
+
+def test_each_mode_gets_the_aspects_and_stimulus_count_its_evaluators_really_have(
+    alice: Any, sweep: Any, client: Any, api_client_for: Any
+) -> None:
+    from ratings import campaigns
+
+    live = campaigns.create_campaign(alice, name="live", mode="live", sweep=sweep)
+    assert live.aspect_keys == ["screen_response", "mouse_response", "keyboard_response", "image_clarity"]
+    assert live.screens_per_condition == 5 and live.aspect_warnings == []
+    # A recorded campaign may still ask about the mouse: kept, with a warning on the page and in the API.
+    chosen = campaigns.create_campaign(
+        alice, name="rec", sweep=sweep, aspects=["Screen response time", "Mouse response time"]
+    )
+    assert chosen.aspect_keys == ["screen_response", "mouse_response"]
+    assert len(chosen.aspect_warnings) == 1 and "only watch" in chosen.aspect_warnings[0]
+    client.force_login(alice)
+    page = client.get(f"/campaigns/{chosen.pk}/").content.decode()
+    assert "only watch" in page and "each watched once, whole" in page
+    assert "5 screens" not in page
+    api = api_client_for(alice).get(f"/api/campaigns/{chosen.pk}/").json()
+    assert api["screens_per_condition"] == 1 and api["aspect_warnings"] == chosen.aspect_warnings
+    # A screen count for a recorded campaign is refused, naming the field, rather than stored unused.
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.create_campaign(alice, name="x", sweep=sweep, screens_per_condition=5)
+    assert err.value.errors[0]["field"] == "screens_per_condition"
+    assert "live campaigns only" in err.value.errors[0]["message"]
+    r = api_client_for(alice).post(
+        "/api/campaigns/", {"name": "x", "sweep": sweep.pk, "screens_per_condition": 5}, format="json"
+    )
+    assert r.status_code == 400 and r.json()["errors"][0]["field"] == "screens_per_condition"
+
+
+def test_only_sweeps_that_record_sessions_can_become_campaigns(
+    alice: Any, sweep: Any, sweep_of: Any, client: Any
+) -> None:
+    from ratings import campaigns
+
+    links = sweep_of({"rate": ["1mbit"]})
+    with pytest.raises(campaigns.CampaignError) as err:
+        campaigns.create_campaign(alice, name="x", sweep=links)
+    assert err.value.errors[0]["field"] == "sweep"
+    assert "records no sessions to rate" in err.value.errors[0]["message"]
+    client.force_login(alice)
+    form = client.get("/campaigns/new/").content.decode()
+    assert f'<option value="{sweep.pk}"' in form and f'<option value="{links.pk}"' not in form
 
 
 def test_the_server_mode_splits_conditions_and_vm_conditions_are_rated_from_recordings(
@@ -349,10 +398,7 @@ def test_the_form_is_rejected_until_the_reference_and_the_condition_were_seen(
     scores = {k: 5 for k in campaign.aspect_keys}
     r = c.post("/api/rate/ratings/", {"condition": cond, "scores": scores}, format="json")
     assert r.status_code == 409
-    assert (
-        "The rating form opens after you have gone through the reference and the condition"
-        in r.json()["detail"]
-    )
+    assert "Please watch the reference video and the video of the case to the end first" in r.json()["detail"]
     # degraded before reference is refused too
     r = c.post("/api/rate/screens/", {"condition": cond, "stage": "degraded", "index": 0}, format="json")
     assert r.status_code == 409 and "reference first" in r.json()["detail"]
@@ -388,7 +434,7 @@ def test_live_mode_needs_every_screen_of_both_stages(alice: Any, sweep: Any) -> 
     for i in range(3):
         flow.record_screen(ev, cond, "reference", i)
     # Remote-desktop screens count only as far as the lab worker reported them for this case.
-    with pytest.raises(flow.FlowError, match="reported 0 screen"):
+    with pytest.raises(flow.FlowError, match="has not reached that point yet"):
         flow.record_screen(ev, cond, "degraded", 0)
     Slot.objects.create(
         condition_id=cond, evaluator=ev, state="active", expires_at=timezone.now(), session={"pages_seen": 3}
@@ -424,7 +470,7 @@ def test_submitting_twice_stores_the_rating_once(campaign: Any, invited: Any) ->
     assert (r2.status_code, r2.json()["changed"]) == (200, False)
     assert r2.json()["position"] == 1  # did not advance twice
     rows = Rating.objects.filter(evaluator=ev, condition_id=cond)
-    assert rows.count() == 4 and set(rows.values_list("score", flat=True)) == {4}
+    assert rows.count() == len(campaign.aspect_keys) and set(rows.values_list("score", flat=True)) == {4}
     assert set(rows.values_list("phase", flat=True)) == {"training"}
 
 
@@ -438,7 +484,7 @@ def test_scores_must_cover_every_aspect_with_a_grade_from_1_to_5(campaign: Any, 
         c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
     keys = campaign.aspect_keys
     r = c.post("/api/rate/ratings/", {"condition": cond, "scores": {keys[0]: 5}}, format="json")
-    assert r.status_code == 400 and "missing Mouse response time" in r.json()["detail"]
+    assert r.status_code == 400 and "missing Image clarity" in r.json()["detail"]
     r = c.post("/api/rate/ratings/", {"condition": cond, "scores": {k: 6 for k in keys}}, format="json")
     assert r.status_code == 400 and "from 1 to 5" in r.json()["detail"]
 
@@ -494,7 +540,7 @@ def test_the_pages_walk_through_consent_training_and_resume_after_a_reload(
         f"/rate/{raw}/",
         {"action": "rate", "condition": cond, **{f"score_{k}": 5 for k in campaign.aspect_keys}},
     )
-    assert r.status_code == 409 and b"The rating form opens after" in r.content
+    assert r.status_code == 409 and b"to the end first" in r.content
     api = ev_client(raw)
     watch(api, cond)
     for stage in ("reference", "degraded"):
@@ -576,7 +622,7 @@ def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
     assert table["rows"][0]["aspect"] == "Screen response time"
     assert [cell["mean"] for cell in table["rows"][0]["cells"]] == [2.0, 4.0]
     # Training answers are stored apart and not in the DMOS.
-    assert res["n_ratings"] == 3 * 6 * 4
+    assert res["n_ratings"] == 3 * 6 * len(campaign.aspect_keys)
 
 
 def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited: Any, alice: Any) -> None:
@@ -593,7 +639,7 @@ def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited:
     walk(ev_client(r2), 4)
     res = analysis.analyze(campaign)
     row = next(e for e in res["evaluators"] if e["label"] == e1.label)
-    assert len(row["consistency_failures"]) == 4 and row["excluded"]
+    assert len(row["consistency_failures"]) == len(campaign.aspect_keys) and row["excluded"]
 
 
 def test_csv_exports_list_raw_ratings_and_summaries(
@@ -604,12 +650,12 @@ def test_csv_exports_list_raw_ratings_and_summaries(
     client.force_login(alice)
     raw = b"".join(client.get(f"/campaigns/{campaign.pk}/export/ratings.csv").streaming_content).decode()
     rows = list(csv.DictReader(io.StringIO(raw)))
-    assert len(rows) == 8 * 4
+    assert len(rows) == 8 * len(campaign.aspect_keys)
     assert {r["phase"] for r in rows} == {"training", "main"}
     assert {r["score"] for r in rows} == {"3"}
     summ = b"".join(client.get(f"/campaigns/{campaign.pk}/export/dmos.csv").streaming_content).decode()
     srows = list(csv.DictReader(io.StringIO(summ)))
-    assert len(srows) == 2 * 4 * 4  # (all, screened) x 4 conditions x 4 aspects
+    assert len(srows) == 2 * 4 * len(campaign.aspect_keys)  # (all, screened) x 4 conditions x aspects
     assert srows[0]["dmos"] == "3.0" and srows[0]["n"] == "1"
 
 
@@ -660,7 +706,7 @@ def test_the_researcher_form_creates_a_campaign_and_rejects_bad_lines(
         "sweep": recorded_sweep.pk,
         "conditions": "spice 5mbit 10ms 0%",
         "aspects": "Screen response time\nImage clarity",
-        "screens_per_condition": 5,
+        "screens_per_condition": "",
         "add_gold": "on",
         "add_repeat": "on",
     }
@@ -670,7 +716,8 @@ def test_the_researcher_form_creates_a_campaign_and_rejects_bad_lines(
 
     c = Campaign.objects.get(name="form")
     assert c.conditions.filter(kind="normal").count() == 5
-    assert c.aspect_keys == ["screen_response_time", "image_clarity"]
+    assert c.aspect_keys == ["screen_response", "image_clarity"]  # the thesis' keys, typed by label
+    assert c.screens_per_condition == 1
     bad = client.post("/campaigns/new/", {**form, "name": "bad", "conditions": "vnc 1mbit"})
     assert bad.status_code == 400 and b"line 1: expected" in bad.content
 

@@ -246,6 +246,7 @@ class JobTypeSerializer(serializers.Serializer):
     charts = serializers.ListField(child=serializers.DictField())
     timeout_s = serializers.IntegerField()
     max_attempts = serializers.IntegerField()
+    stimuli = serializers.BooleanField(help_text="its trials record sessions a rating campaign can show")
 
 
 class CancelReplySerializer(serializers.Serializer):

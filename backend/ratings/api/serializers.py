@@ -62,12 +62,16 @@ class CampaignSerializer(serializers.ModelSerializer):
     conditions = ConditionSerializer(many=True, read_only=True)
     evaluators = EvaluatorSerializer(many=True, read_only=True)
     aspects = AspectSerializer(many=True, read_only=True)
+    aspect_warnings = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="aspects this mode's evaluators cannot judge"
+    )
 
     class Meta:
         model = Campaign
         fields = [
-            "id", "name", "description", "sweep", "mode", "aspects", "screens_per_condition", "status",
-            "created", "opened_at", "closed_at", "conditions", "evaluators",
+            "id", "name", "description", "sweep", "mode", "aspects", "aspect_warnings",
+            "screens_per_condition", "status", "created", "opened_at", "closed_at",
+            "conditions", "evaluators",
         ]  # fmt: skip
         read_only_fields = [
             "sweep", "mode", "aspects", "screens_per_condition", "status",
@@ -79,8 +83,19 @@ class CampaignCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     mode = serializers.ChoiceField(choices=CampaignMode.choices, default=CampaignMode.RECORDED)
-    aspects = AspectSerializer(many=True, required=False, help_text="default: the thesis' four aspects")
-    screens_per_condition = serializers.IntegerField(min_value=1, max_value=50, default=5)
+    aspects = AspectSerializer(
+        many=True,
+        required=False,
+        help_text="default: live, the thesis' four aspects; recorded, the two a viewer can judge "
+        "(screen response time, image clarity)",
+    )
+    screens_per_condition = serializers.IntegerField(
+        min_value=1,
+        max_value=50,
+        required=False,
+        allow_null=True,
+        help_text="live mode: screens per stage (default 5); recorded campaigns show each video once, whole",
+    )
     sweep = serializers.IntegerField(required=False, allow_null=True, help_text="conditions from this sweep")
     conditions = ConditionInputSerializer(many=True, required=False, help_text="conditions by hand")
     add_gold = serializers.BooleanField(default=True)

@@ -101,7 +101,7 @@ class CampaignViewSet(
                 description=data.get("description", ""),
                 mode=data["mode"],
                 aspects=[dict(a) for a in data["aspects"]] if data.get("aspects") else None,
-                screens_per_condition=data["screens_per_condition"],
+                screens_per_condition=data.get("screens_per_condition"),
                 sweep=sweep,
                 conditions=conditions,
                 add_gold=data["add_gold"],

@@ -15,7 +15,8 @@ import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
-ASPECTS = ["Screen response time", "Mouse response time", "Keyboard response time", "Image clarity"]
+# A recorded campaign asks only what a viewer can judge (ratings.choices.RECORDED_ASPECTS).
+ASPECTS = ["Screen response time", "Image clarity"]
 SCALE = {
     5: "Imperceptible",
     4: "Perceptible but not annoying",
@@ -136,8 +137,8 @@ def test_an_evaluator_consents_trains_rates_resumes_after_reload_and_finishes(
     ev.refresh_from_db()
     assert ev.finished_at is not None
     ratings = Rating.objects.filter(evaluator=ev)
-    assert ratings.filter(phase="training").count() == 2 * 4
-    assert ratings.filter(phase="main").count() == 6 * 4
+    assert ratings.filter(phase="training").count() == 2 * len(ASPECTS)
+    assert ratings.filter(phase="main").count() == 6 * len(ASPECTS)
     assert set(ratings.filter(phase="training").values_list("score", flat=True)) == {5, 1}
     assert ratings.filter(phase="main", aspect="screen_response", score=4).exists()
     # Seen means seen: Chromium's playback fetched every byte of both videos of each rated condition.

@@ -125,6 +125,8 @@ class JobType:
     charts: tuple[ChartSpec, ...] = ()
     timeout_s: int = 600  # hard limit per trial attempt
     max_attempts: int = 2
+    # Its trials record sessions (videos) that a rating campaign can show evaluators.
+    stimuli: bool = False
     # Capabilities one trial needs, from its parameters (e.g. only its protocol's tools); at least
     # ``requires``. Without it every trial needs exactly ``requires``.
     requires_for: Callable[[Any], frozenset[str]] | None = None

@@ -374,6 +374,7 @@ JOB = register(
         requires=COMMON_CAPS,
         requires_for=requires_for,
         run=run,  # type: ignore[arg-type]
+        stimuli=True,
         metrics=(
             Metric("T_ms", "response time T (mean)", "ms"),
             Metric("bytes_down", "transfer size X (mean)", "B"),
