@@ -17,7 +17,7 @@ from django.db.models import Count
 from qoelab.units import format_duration, format_rate
 from ratings import delivery, stats
 from ratings.campaigns import si_params, system_name
-from ratings.choices import ConditionKind, Phase
+from ratings.choices import SCORE_MAX, SCORE_MIN, ConditionKind, Phase
 from ratings.models import Campaign, Rating
 
 
@@ -221,7 +221,11 @@ def chart_payloads(analysis_part: dict[str, Any], aspect: str, protocol: str) ->
         p = point(r["delay_s"], r)
         if p:
             by_rate[r["rate_bps"]].append(p)
+    # DMOS lives on the DCR scale: y is always 1-5 (intervals beyond it are clipped and marked), and
+    # with a handful of conditions each gets its own x tick.
+    scale = {"y_min": SCORE_MIN, "y_max": SCORE_MAX, "x_ticks": "points"}
     fig43 = {
+        **scale,
         "title": f"Fig. 4.3: {protocol} — QoE vs TCP throughput",
         "x_label": "TCP throughput (Mbit/s)" + (" — configured rate where not measured" if fallback else ""),
         "y_label": "DMOS",
@@ -233,6 +237,7 @@ def chart_payloads(analysis_part: dict[str, Any], aspect: str, protocol: str) ->
         ],
     }
     fig44 = {
+        **scale,
         "title": f"Fig. 4.4: {protocol} — QoE vs propagation delay",
         "x_label": "one-way propagation delay (ms)",
         "y_label": "DMOS",

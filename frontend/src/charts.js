@@ -3,9 +3,13 @@
  * Plain script (no bundler): needs Chart.js's UMD build loaded first (window.Chart) and exposes
  * window.qoelabCharts.render(canvas, payload). The payload comes from the dashboard's chart.json
  * view: {title, x_label, y_label, x_scale, y_scale, log_x, log_y, identity, series: [{label,
- * points: [{x, mean, ci_low, ci_high, n}]}], facet, panels: [{label, series}]}. Values arrive in
- * SI units and are divided by x_scale/y_scale for display (1e6 shows bit/s as Mbit/s). A faceted
- * payload is drawn as one chart per panel (panels(payload), one canvas each).
+ * points: [{x, mean, ci_low, ci_high, n}]}], facet, panels: [{label, series}]} and optionally
+ * y_min/y_max (a fixed y range: DMOS is drawn on 1-5, whiskers beyond it end in an arrowhead) and
+ * x_ticks: "points" (one tick per x that has a point). Values arrive in SI units and are divided by
+ * x_scale/y_scale for display (1e6 shows bit/s as Mbit/s); the unit in an axis label's trailing
+ * parentheses goes into the tooltips. A point of one run is hollow and says "single run, no CI";
+ * caption(payload) words the figure caption the same way. A faceted payload is drawn as one chart
+ * per panel (panels(payload), one canvas each).
  *
  * Error bars are a small own plugin rather than chartjs-chart-error-bars: the whiskers are a
  * dozen lines of canvas code, they work on linear and logarithmic axes alike, and the points stay
@@ -42,16 +46,42 @@
           ctx.beginPath();
           ctx.moveTo(x, top);
           ctx.lineTo(x, bottom);
-          ctx.moveTo(x - cap, top);
-          ctx.lineTo(x + cap, top);
-          ctx.moveTo(x - cap, bottom);
-          ctx.lineTo(x + cap, bottom);
+          // A whisker that runs past a fixed axis end (DMOS: 1-5) ends in an arrowhead, not a cap.
+          const { overTop, underBottom } = clipped(p, yScale);
+          if (!overTop) {
+            ctx.moveTo(x - cap, top);
+            ctx.lineTo(x + cap, top);
+          }
+          if (!underBottom) {
+            ctx.moveTo(x - cap, bottom);
+            ctx.lineTo(x + cap, bottom);
+          }
           ctx.stroke();
+          ctx.fillStyle = ds.borderColor;
+          if (overTop) arrowhead(ctx, x, chartArea.top, 1);
+          if (underBottom) arrowhead(ctx, x, chartArea.bottom, -1);
         });
       });
       ctx.restore();
     },
   };
+
+  // Whether an interval runs past the y axis' fixed ends (only a payload's y_min/y_max fix them).
+  function clipped(p, yScale) {
+    return {
+      overTop: yScale.options.max != null && p.yMax > yScale.options.max,
+      underBottom: yScale.options.min != null && p.yMin < yScale.options.min,
+    };
+  }
+
+  function arrowhead(ctx, x, y, up) {
+    ctx.beginPath();
+    ctx.moveTo(x, y);
+    ctx.lineTo(x - 4, y + 7 * up);
+    ctx.lineTo(x + 4, y + 7 * up);
+    ctx.closePath();
+    ctx.fill();
+  }
 
   function pixel(scale, value, fallback) {
     if (scale.type === "logarithmic" && !(value > 0)) return fallback;
@@ -64,6 +94,28 @@
     const a = Math.abs(v);
     if (a !== 0 && (a >= 1e5 || a < 1e-3)) return v.toExponential(2);
     return Number(v.toPrecision(4)).toString();
+  }
+
+  // The unit an axis label ends with in parentheses ("TCP throughput (Mbit/s)" -> "Mbit/s").
+  function unitOf(label) {
+    const m = /\(([^()]+)\)\s*$/.exec(label || "");
+    return m ? m[1] : "";
+  }
+
+  function withUnit(value, unit) {
+    return unit ? `${value} ${unit}` : value;
+  }
+
+  // What the points and bars are, for the figure's caption: every point one run says so instead
+  // of promising intervals it cannot draw.
+  function caption(payload) {
+    const ns = panels(payload).flatMap((part) => part.series.flatMap((s) => s.points.map((p) => p.n)));
+    const known = ns.filter((n) => n != null);
+    if (known.length && known.every((n) => n === 1)) return "single run per point, no CI";
+    if (known.some((n) => n === 1)) {
+      return "mean ± 95 % CI (Student t); hollow points are single runs, no CI";
+    }
+    return "mean ± 95 % CI (Student t) per point";
   }
 
   // The x values as categories when x is a parameter with text or yes/no values (protocol, server):
@@ -106,6 +158,8 @@
         data: points,
         borderColor: color,
         backgroundColor: color,
+        // A single run is drawn hollow: no interval, and the eye should see that.
+        pointBackgroundColor: points.map((p) => (p.n === 1 ? "#ffffff" : color)),
         showLine: points.length > 1 && !cats,
         borderWidth: 1.5,
         pointRadius: 4,
@@ -216,11 +270,37 @@
     return out;
   }
 
+  // payload.x_ticks === "points": one tick at each x that has a point (few conditions, e.g. DMOS
+  // charts), rather than Chart.js's round steps between them.
+  function pointTicks(sets) {
+    const xs = [...new Set(sets.flatMap((d) => (d.qoelabErrorBars ? d.data.map((p) => p.x) : [])))];
+    return {
+      afterBuildTicks: (scale) => {
+        scale.ticks = xs.sort((a, b) => a - b).map((value) => ({ value }));
+      },
+      ticks: { autoSkip: false, callback: (v) => fmt(v) },
+    };
+  }
+
+  // payload.y_min / y_max fix the y axis (DMOS: 1-5); whiskers beyond it are clipped and marked.
+  function yFixed(payload) {
+    const out = {};
+    if (payload.y_min != null) out.min = payload.y_min;
+    if (payload.y_max != null) out.max = payload.y_max;
+    return out;
+  }
+
   function render(canvas, payload) {
     const old = window.Chart.getChart(canvas);
     if (old) old.destroy();
     const sets = datasets(payload);
     const cats = categories(payload);
+    const xUnit = unitOf(payload.x_label);
+    const yUnit = unitOf(payload.y_label);
+    const xAxis = cats
+      ? axis(false, payload.x_label, cats)
+      : { ...axis(payload.log_x, payload.x_label), ...xBounds(sets, payload.log_x) };
+    if (!cats && payload.x_ticks === "points") Object.assign(xAxis, pointTicks(sets));
     const chart = new window.Chart(canvas, {
       type: "scatter",
       data: { datasets: sets },
@@ -230,22 +310,22 @@
         responsive: true,
         maintainAspectRatio: false,
         scales: {
-          x: cats
-            ? axis(false, payload.x_label, cats)
-            : { ...axis(payload.log_x, payload.x_label), ...xBounds(sets, payload.log_x) },
-          y: { ...axis(payload.log_y, payload.y_label), ...yBounds(sets, payload.log_y) },
+          x: xAxis,
+          y: { ...axis(payload.log_y, payload.y_label), ...yBounds(sets, payload.log_y), ...yFixed(payload) },
         },
         plugins: {
-          legend: { display: sets.length > 1, position: "bottom" },
+          // Every chart names its series, even a single one: a figure is read without its page.
+          legend: { display: sets.length > 0, position: "bottom" },
           title: { display: Boolean(payload.title), text: payload.title },
           tooltip: {
             callbacks: {
               label(item) {
                 const p = item.raw;
-                const ci = p.yMin == null ? "no CI (n = 1)" : `95 % CI ${fmt(p.yMin)} – ${fmt(p.yMax)}`;
+                const x = cats ? cats[p.x] : withUnit(fmt(p.x), xUnit);
+                if (p.n === 1) return `${item.dataset.label}: x = ${x}, ${withUnit(fmt(p.y), yUnit)} (single run, no CI)`;
+                const ci = p.yMin == null ? "no CI" : `95 % CI ${fmt(p.yMin)} – ${withUnit(fmt(p.yMax), yUnit)}`;
                 const n = p.n == null ? "" : `, n = ${p.n}`;
-                const x = cats ? cats[p.x] : fmt(p.x);
-                return `${item.dataset.label}: x = ${x}, mean ${fmt(p.y)} (${ci}${n})`;
+                return `${item.dataset.label}: x = ${x}, mean ${withUnit(fmt(p.y), yUnit)} (${ci}${n})`;
               },
             },
           },
@@ -255,5 +335,5 @@
     return chart;
   }
 
-  window.qoelabCharts = { render, datasets, panels, categories, errorBars };
+  window.qoelabCharts = { render, datasets, panels, categories, caption, unitOf, errorBars };
 })();

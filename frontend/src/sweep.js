@@ -19,9 +19,27 @@
     return `${(m / 60).toFixed(1)} h`;
   }
 
+  // The server's own reason for a refused request ("facet: must differ from x and series"), so
+  // the researcher sees what to change rather than a status code.
+  async function reason(r) {
+    try {
+      const body = await r.json();
+      if (body.errors && typeof body.errors === "object" && !Array.isArray(body.errors)) {
+        return Object.entries(body.errors)
+          .map(([field, msg]) => `${field}: ${[].concat(msg).join("; ")}`)
+          .join("; ");
+      }
+      if (Array.isArray(body.errors)) return body.errors.map((e) => `${e.field}: ${e.message}`).join("; ");
+      if (body.detail) return body.detail;
+    } catch (_) {
+      // not JSON: fall through to the status
+    }
+    return `HTTP ${r.status}`;
+  }
+
   async function getJson(url) {
     const r = await fetch(url, { headers: { Accept: "application/json" }, credentials: "same-origin" });
-    if (!r.ok) throw new Error(`${url}: HTTP ${r.status}`);
+    if (!r.ok) throw new Error(await reason(r));
     return r.json();
   }
 
@@ -58,10 +76,22 @@
     return canvases;
   }
 
+  // A chart that cannot be drawn must not leave the previous one standing beside the error.
+  function clearChart(figure) {
+    panelCanvases(figure, 1, []).forEach((canvas) => {
+      const old = window.Chart.getChart(canvas);
+      if (old) old.destroy();
+    });
+    figure.dataset.points = "0";
+    figure.dataset.panels = "0";
+  }
+
   async function drawChart(figure, url) {
     const note = figure.querySelector("[data-role=chart-note]");
+    const stat = figure.querySelector("[data-role=chart-stat]");
     try {
       const payload = await getJson(url);
+      if (stat) stat.textContent = window.qoelabCharts.caption(payload);
       const parts = window.qoelabCharts.panels(payload);
       const points = parts.reduce((n, part) => n + part.series.reduce((m, s) => m + s.points.length, 0), 0);
       figure.dataset.points = String(points);
@@ -75,7 +105,8 @@
       );
       parts.forEach((part, i) => window.qoelabCharts.render(canvases[i], part));
     } catch (err) {
-      if (note) note.textContent = `Could not load chart data: ${err.message}`;
+      clearChart(figure);
+      if (note) note.textContent = `No chart: ${err.message}`;
     }
   }
 

@@ -124,3 +124,21 @@ test("a parameter with text values on x becomes categories at 0, 1, … without 
   assert.equal(spice.showLine, false);
   assert.equal(charts.categories(payload), null);
 });
+
+test("captions say when points are single runs instead of promising intervals", () => {
+  const window = {};
+  vm.runInNewContext(readFileSync(new URL("../src/charts.js", import.meta.url), "utf8"), { window });
+  const { caption, unitOf } = window.qoelabCharts;
+  const one = (n) => ({ series: [{ label: "a", points: [{ x: 1, mean: 2, n }] }] });
+  assert.equal(caption(one(1)), "single run per point, no CI");
+  assert.match(caption(one(4)), /^mean ± 95 % CI/);
+  const mixed = { series: [{ label: "a", points: [{ x: 1, mean: 2, n: 1 }, { x: 2, mean: 3, n: 3 }] }] };
+  assert.match(caption(mixed), /hollow points are single runs/);
+  assert.equal(unitOf("TCP throughput (Mbit/s)"), "Mbit/s");
+  assert.equal(unitOf("DMOS"), "");
+});
+
+test("a single run is drawn hollow, a mean filled", () => {
+  const [series] = loadCharts().datasets(payload);
+  assert.deepEqual(series.pointBackgroundColor, ["#ffffff", series.borderColor]);
+});

@@ -210,4 +210,18 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
         }"""
     )
     assert points == [{"label": "delay 10ms", "n": 1}, {"label": "delay 100ms", "n": 1}]
+    # On the DCR scale whatever the data, a legend even for one series, one x tick per condition,
+    # and a caption that says these are single answers (n = 1), not means with intervals.
+    axes = page.evaluate(
+        """() => {
+          const c = window.Chart.getChart(document.querySelector('figure[data-chart-key="fig43"] canvas'));
+          const xs = new Set(c.data.datasets.flatMap((d) => d.data.map((p) => p.x)));
+          return {min: c.scales.y.min, max: c.scales.y.max, legend: c.options.plugins.legend.display,
+                  ticks: c.scales.x.ticks.length, xs: xs.size};
+        }"""
+    )
+    assert (axes["min"], axes["max"], axes["legend"]) == (1, 5, True)
+    assert axes["ticks"] == axes["xs"]
+    stat = page.locator('figure[data-chart-key="fig43"] [data-role="chart-stat"]')
+    assert stat.inner_text() == "single run per point, no CI"
     assert not page.qoelab_problems, page.qoelab_problems

@@ -100,6 +100,18 @@ def test_a_researcher_creates_a_sweep_in_the_form_and_sees_its_chart_fill(
     for p in points:
         assert 0 < p["y"] <= p["x"] * 1.1, points
     assert page.get_by_role("img", name="Chart: Measured TCP goodput vs configured rate").is_visible()
+    preset = page.locator("figure.chart").first
+    assert preset.locator("[data-role=chart-stat]").inner_text().startswith("mean ± 95 % CI")
 
     save_screenshot(page, "sweeps/create_sweep_and_see_chart")
     assert page.qoelab_problems == []
+
+    # An impossible custom chart says the server's reason and leaves no stale chart beside it.
+    custom = page.locator("#custom-chart-figure")
+    page.wait_for_function("() => document.getElementById('custom-chart-figure').dataset.points > 0")
+    page.get_by_label("Panels per").select_option("rate")  # the same parameter as x
+    expect(custom.locator("[data-role=chart-note]")).to_contain_text("facet: must differ")
+    assert custom.evaluate("(f) => f.dataset.points") == "0"
+    assert custom.evaluate("(f) => window.Chart.getChart(f.querySelector('canvas')) === undefined")
+    # The browser logs the refused request itself; nothing else went wrong.
+    assert [p for p in page.qoelab_problems if "status of 400" not in p] == []

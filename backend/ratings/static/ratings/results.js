@@ -17,6 +17,8 @@
       const note = fig.querySelector("[data-role='chart-note']");
       if (!payloads) return;
       window.qoelabCharts.render(canvas, payloads[key]);
+      const stat = fig.querySelector("[data-role='chart-stat']");
+      if (stat) stat.textContent = window.qoelabCharts.caption(payloads[key]);
       if (note) note.textContent = payloads.measured ? "" : "Some conditions have no measured throughput; their configured rate is used.";
     });
   }
