@@ -18,6 +18,7 @@ from typing import Any
 from django.core.files import File
 from django.utils import timezone
 
+from experiments import jobtypes
 from experiments.choices import TrialStatus
 from experiments.models import Experiment, Sweep, Trial
 from ratings.campaigns import REFERENCE_PREFIX, VIDEO_KIND
@@ -74,7 +75,8 @@ def demo_sweep(
     job_type: str = "rd_qoe",
     links: list[dict[str, Any] | None] | None = None,
 ) -> Sweep:
-    """An experiment and sweep with one succeeded trial per point (params as written).
+    """An experiment and sweep with one succeeded trial per point (params as written, resolved by the
+    job type's parameter model as a real sweep's are: the sweep page's findings read SI values).
 
     ``links[i]`` is stored as trial i's link verification (e.g. ``{"measured": {"tcp_down_bps": ...}}``).
     """
@@ -92,12 +94,13 @@ def demo_sweep(
         created_by=owner,
     )
     now = timezone.now()
+    job = jobtypes.get_job(job_type)
     for i, p in enumerate(points):
         Trial.objects.create(
             sweep=sweep,
             index=i,
             params=p,
-            resolved=p,
+            resolved=job.params.model_validate(p).model_dump(mode="json") if job else p,
             status=TrialStatus.SUCCEEDED,
             attempts=1,
             started_at=now,

@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
 
-POINTS = [{"protocol": p, "rate": "1mbit", "delay": "10ms", "duration": "20s"} for p in ("vnc", "x2go")]
+POINTS = [{"protocol": p, "rate": "1mbit", "delay": "10ms", "pages": 20} for p in ("vnc", "x2go")]
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from rest_framework.test import APIClient
 pytestmark = pytest.mark.django_db
 
 POINTS = [
-    {"protocol": p, "rate": "1mbit", "delay": d, "duration": "20s"}
+    {"protocol": p, "rate": "1mbit", "delay": d, "pages": 20}
     for p in ("vnc", "x2go")
     for d in ("10ms", "100ms")
 ]
@@ -116,7 +116,7 @@ def test_a_campaign_from_a_sweep_has_one_condition_per_protocol_and_link_profile
     from ratings.choices import ConditionKind
 
     normal = list(campaign.conditions.filter(kind=ConditionKind.NORMAL).order_by("position"))
-    assert [c.params for c in normal] == [{k: v for k, v in p.items() if k != "duration"} for p in POINTS]
+    assert [c.params for c in normal] == [{k: v for k, v in p.items() if k != "pages"} for p in POINTS]
     assert [c.label for c in normal][0] == "vnc · 1mbit · 10ms"
     assert [c.measured_tcp_bps for c in normal] == [0.93e6, 0.91e6, 0.94e6, 0.90e6]
     assert all(c.recording and c.reference and c.recording_id != c.reference_id for c in normal)
@@ -234,6 +234,14 @@ def test_each_mode_gets_the_aspects_and_stimulus_count_its_evaluators_really_hav
         "/api/campaigns/", {"name": "x", "sweep": sweep.pk, "screens_per_condition": 5}, format="json"
     )
     assert r.status_code == 400 and r.json()["errors"][0]["field"] == "screens_per_condition"
+
+
+def test_the_sweep_page_of_a_ratings_demo_sweep_renders(alice: Any, sweep: Any, client: Any) -> None:
+    # The demo's trials are resolved like a real sweep's: the page's findings read SI numbers
+    # (they once met "1mbit" and the page answered 500).
+    client.force_login(alice)
+    assert client.get(f"/sweeps/{sweep.pk}/").status_code == 200
+    assert sweep.trials.first().resolved["rate"] == 1_000_000
 
 
 def test_only_sweeps_that_record_sessions_can_become_campaigns(

@@ -420,7 +420,8 @@ class Check:
     def inside(self, params: Mapping[str, Any]) -> bool:
         for k, (lo, hi) in self.within.items():
             v = params.get(k)
-            if v is None or not (lo - 1e-12 <= float(v) <= hi + 1e-12):
+            # Resolved parameters are SI numbers; anything else (an unresolved "1mbit") is not inside.
+            if not isinstance(v, int | float) or isinstance(v, bool) or not lo - 1e-12 <= v <= hi + 1e-12:
                 return False
         for k, allowed in self.among.items():
             if k in params and not any(_same(params[k], a) for a in allowed):

@@ -1,0 +1,100 @@
+"""The researcher's pages at phone width (390 x 844) in Debian's Chromium: no page is wider than
+the screen, the main navigation is reachable, charts stay inside the viewport (issue 15).
+
+Wide content (tables, JSON) scrolls inside its own box; the page itself never scrolls sideways.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+PHONE = {"width": 390, "height": 844}
+
+# The page's width and the elements whose right edge passes the phone's, for a readable failure.
+# (A mobile browser would widen its layout viewport to fit them, so the width is passed in.)
+OVERFLOW_JS = """(w) => {
+  const wide = [...document.querySelectorAll('body *')].filter((el) => {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.right <= w + 0.5) return false;
+    // Inside a box that scrolls sideways on its own: the page does not overflow because of it.
+    for (let p = el.parentElement; p; p = p.parentElement) {
+      const s = getComputedStyle(p);
+      if ((s.overflowX === 'auto' || s.overflowX === 'scroll' || s.overflowX === 'hidden')
+          && p !== document.body && p.getBoundingClientRect().right <= w + 0.5) return false;
+    }
+    return true;
+  });
+  return {
+    scroll: document.documentElement.scrollWidth,
+    wide: wide.slice(0, 8).map((el) =>
+      `${el.tagName.toLowerCase()}.${el.className} ${Math.round(el.getBoundingClientRect().right)}px`),
+  };
+}"""
+
+
+@pytest.fixture
+def lab(alice: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
+    from ratings import campaigns, demo
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    points = [
+        {"protocol": p, "rate": "1mbit", "delay": d} for p in ("vnc", "spice") for d in ("10ms", "100ms")
+    ]
+    sweep = demo.demo_sweep(alice, points)
+    ref = demo.make_video(tmp_path / "reference.webm", seconds=1.0)
+    deg = demo.make_video(tmp_path / "degraded.webm", degraded=True, seconds=1.0)
+    for trial in sweep.trials.all():
+        demo.add_video_artifact(trial, ref, reference=True)
+        demo.add_video_artifact(trial, deg)
+    campaign = campaigns.create_campaign(alice, name="phone check", sweep=sweep, seed=3)
+    return {"sweep": sweep, "trial": sweep.trials.first(), "campaign": campaign}
+
+
+def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
+    live_server: Any, chromium: Any, alice: Any, lab: dict[str, Any]
+) -> None:
+    context = chromium.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
+    page = context.new_page()
+    try:
+        page.goto(f"{live_server.url}/accounts/login/")
+        assert page.evaluate(OVERFLOW_JS, PHONE["width"])["scroll"] <= PHONE["width"]
+        page.get_by_label("Username").fill(alice.username)
+        page.get_by_label("Password").fill(f"{alice.username}-password-1")
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("heading", name="Experiments").wait_for()
+        sweep, trial, campaign = lab["sweep"], lab["trial"], lab["campaign"]
+        pages = [
+            "/",
+            f"/experiments/{sweep.experiment_id}/",
+            f"/sweeps/{sweep.pk}/",
+            f"/trials/{trial.pk}/",
+            "/sweeps/new/",
+            "/reproduce/",
+            "/campaigns/",
+            "/campaigns/new/",
+            f"/campaigns/{campaign.pk}/",
+            f"/campaigns/{campaign.pk}/results/",
+        ]
+        for path in pages:
+            page.goto(live_server.url + path)
+            page.wait_for_load_state("load")
+            if path.startswith("/sweeps/") and path != "/sweeps/new/":
+                page.wait_for_function("() => [...document.querySelectorAll('figure[data-chart-url]')]"
+                                       ".every((f) => f.dataset.points !== undefined)")  # fmt: skip
+            found = page.evaluate(OVERFLOW_JS, PHONE["width"])
+            assert found["scroll"] <= PHONE["width"], f"{path} is {found['scroll']} px wide: {found['wide']}"
+            nav = page.get_by_role("navigation", name="Main")
+            for link in ("Experiments", "New sweep", "Reproduce", "Rating campaigns"):
+                box = nav.get_by_role("link", name=link).bounding_box()
+                assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (path, link, box)
+            for canvas in page.locator("figure.chart canvas").all():
+                box = canvas.bounding_box()
+                if box:  # a chart with nothing to draw yet may be hidden
+                    assert box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (path, box)
+    finally:
+        context.close()
