@@ -118,14 +118,14 @@ def test_an_evaluator_consents_trains_rates_resumes_after_reload_and_finishes(
     page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
     _answer(page, 3)
 
-    # The rest of the cases, at tablet width.
-    page.set_viewport_size({"width": 768, "height": 1024})
+    # The rest of the cases on a tablet held upright, just wide enough for the 800 px videos.
+    page.set_viewport_size({"width": 820, "height": 1180})
     for n in range(3, 7):
         page.get_by_role("heading", name=f"Case {n} of 6").wait_for()
         if n == 3:
             box = page.locator(".choice").first.bounding_box()
             assert box["height"] >= 48 and box["width"] > 600, box  # one large target per row
-            assert page.evaluate("() => document.documentElement.scrollWidth") <= 768
+            assert page.evaluate("() => document.documentElement.scrollWidth") <= 820
             save_screenshot(page, "rating/condition_tablet")
         _watch(page, "reference")
         _watch(page, "degraded")
@@ -160,6 +160,7 @@ def test_reporting_the_videos_ended_without_playing_them_keeps_the_form_closed(
     page.get_by_role("button", name="Start").click()
     page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
     # What a console user can do: report both videos ended without pressing Play.
+    page.wait_for_function("() => !!window.qoelabRate")  # the page script has run
     page.evaluate("() => window.qoelabRate.reportScreen('reference', 0)")
     page.evaluate("() => window.qoelabRate.reportScreen('degraded', 0)")
     page.locator("#form-lock").filter(has_text="never reached this page").wait_for(timeout=10_000)

@@ -101,6 +101,10 @@
       furthest = 0;
       video.currentTime = 0;
       button.disabled = true;
+      // Both videos share one place on the page (rate.css shows the one named here); bring it into view.
+      app.dataset.showing = stage;
+      const stageBox = video.closest(".stage");
+      if (stageBox) stageBox.scrollIntoView({ block: "nearest" });
       const played = video.play();
       if (played && played.catch) {
         played.catch((e) => {
@@ -112,8 +116,12 @@
   });
 
   // ---- live mode: slot queue, then the session hook ----
+  // Narrower than a stimulus, rate.css shows this notice instead of the videos or the remote desktop.
+  const notice = document.querySelector(".narrow-notice");
+  const tooNarrow = () => !!notice && getComputedStyle(notice).display !== "none";
+
   const liveBox = document.getElementById("live-session");
-  if (app.dataset.mode === "live" && liveBox && app.dataset.liveAvailable === "true") {
+  function startLive() {
     const queue = liveBox.querySelector("[data-role='queue']");
     let started = false;
     const poll = (method) =>
@@ -152,6 +160,19 @@
       });
     poll("POST");
     setInterval(() => poll("GET"), 3000);
+  }
+  if (app.dataset.mode === "live" && liveBox && app.dataset.liveAvailable === "true") {
+    if (!tooNarrow()) {
+      startLive();
+    } else {
+      // Take no place in the queue for a remote desktop that cannot be shown; start once it can.
+      const onResize = () => {
+        if (tooNarrow()) return;
+        window.removeEventListener("resize", onResize);
+        startLive();
+      };
+      window.addEventListener("resize", onResize);
+    }
   }
 
   // Hooks for the live client and for tests.
