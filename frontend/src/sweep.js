@@ -92,6 +92,8 @@
     try {
       const payload = await getJson(url);
       if (stat) stat.textContent = window.qoelabCharts.caption(payload);
+      // What a downloaded figure records as its source (figures.js): the data URL with its query.
+      figure.dataset.spec = JSON.stringify({ chart: new URL(url, window.location.href).href });
       const parts = window.qoelabCharts.panels(payload);
       const points = parts.reduce((n, part) => n + part.series.reduce((m, s) => m + s.points.length, 0), 0);
       figure.dataset.points = String(points);

@@ -7,9 +7,11 @@ by ffmpeg and stored as trial artifacts of kind ``video`` (no Celery worker is n
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -225,4 +227,26 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
     assert axes["ticks"] == axes["xs"]
     stat = page.locator('figure[data-chart-key="fig43"] [data-role="chart-stat"]')
     assert stat.inner_text() == "single run per point, no CI"
+
+    # Figures for a paper: PNG and SVG with the caption under the plot and the spec inside.
+    fig43 = page.locator('figure[data-chart-key="fig43"]')
+    with page.expect_download() as dl:
+        fig43.get_by_role("button", name="Download SVG").click()
+    svg = Path(dl.value.path()).read_text()
+    dl.value.save_as(Path(__file__).resolve().parents[3] / "test-results" / "rating" / "fig43.svg")
+    assert dl.value.suggested_filename.endswith(".svg")
+    root = ElementTree.fromstring(svg)
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    assert "single run per point, no CI" in root.find("s:desc", ns).text
+    spec = json.loads(root.find("s:metadata", ns).text)
+    assert (spec["figure"], spec["aspect"], spec["evaluators"]) == ("fig43", "screen_response", "screened")
+    assert len(root.findall(".//s:circle", ns)) == 2  # one per condition, as drawn
+    with page.expect_download() as dl:
+        fig43.get_by_role("button", name="Download PNG").click()
+    png = Path(dl.value.path()).read_bytes()
+    dl.value.save_as(Path(__file__).resolve().parents[3] / "test-results" / "rating" / "fig43.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    at = png.index(b"tEXt")  # the chunk's length is the 4 bytes before its type
+    keyword, text = png[at + 4 : at + 4 + int.from_bytes(png[at - 4 : at], "big")].split(b"\0", 1)
+    assert keyword == b"qoelab-spec" and json.loads(text)["caption"].startswith("Fig. 4.3")
     assert not page.qoelab_problems, page.qoelab_problems

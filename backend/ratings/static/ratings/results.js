@@ -17,6 +17,13 @@
       const note = fig.querySelector("[data-role='chart-note']");
       if (!payloads) return;
       window.qoelabCharts.render(canvas, payloads[key]);
+      // What a downloaded figure records as its source (figures.js).
+      fig.dataset.spec = JSON.stringify({
+        figure: key,
+        aspect: aspect.value,
+        protocol: protocol.value,
+        evaluators: part.value,
+      });
       const stat = fig.querySelector("[data-role='chart-stat']");
       if (stat) stat.textContent = window.qoelabCharts.caption(payloads[key]);
       if (note) note.textContent = payloads.measured ? "" : "Some conditions have no measured throughput; their configured rate is used.";
