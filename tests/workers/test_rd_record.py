@@ -105,6 +105,7 @@ def test_a_recorded_two_page_trial_gives_a_degraded_and_a_reference_webm(tmp_pat
     result = JOB.run(params, ctx)
 
     assert "error" not in result.provenance["recordings"], result.provenance["recordings"]
+    assert result.provenance["recordings"]["stimulus_check"]["ok"], result.provenance["recordings"]
     videos = {a.path.name: a for a in ctx.artifacts if a.kind == "video"}
     assert sorted(videos) == ["recording.webm", REFERENCE_NAME]
     clicks = json.loads((tmp_path / "rd" / "clicks.json").read_text())

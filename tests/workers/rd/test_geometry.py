@@ -1,4 +1,5 @@
-"""Every protocol shows the same 800 x 600 desktop on the client, and X2Go has no silent gap.
+"""Every protocol shows the same 800 x 600 desktop on the client, its recording starts as the
+reference does, and X2Go has no silent gap.
 
 X2Go used to fill only 768 x 576 of it (nxagent without a window manager on the client display
 takes 3/4 of the client screen), and with link ``adsl`` about a third of its updates waited ~4 s
@@ -76,7 +77,13 @@ def test_every_protocol_shows_the_whole_800x600_desktop(protocol, link_1mbit, tm
         pause_s=0.2,
         update_timeout_s=20,
         prefix=link_1mbit.prefix,
+        record=True,
     )
+    # What an evaluator in recorded mode is shown starts as the reference does: the same size, no
+    # black band, the same page in the same place (issue 15; qoelab.rd.stimulus).
+    recordings = result["recordings"]
+    assert "error" not in recordings, recordings
+    assert recordings["stimulus_check"]["ok"], recordings["stimulus_check"]
     mapping = result["mapping"]
     assert mapping["used"] == "visual", mapping
     # 799 x 599: the kiosk browser leaves its last column and row black on the server too.

@@ -175,6 +175,7 @@ def test_a_vm_mode_trial_measures_real_updates_across_the_link(
 
         recordings = result["recordings"]
         assert "error" not in recordings, recordings
+        assert recordings["stimulus_check"]["ok"], recordings["stimulus_check"]
         for name in ("recording", "reference"):
             video = Path(recordings["files"][name][0])
             info = probe(video)

@@ -350,9 +350,11 @@ def split_bench_time(bench_s: float, timings: dict[str, float]) -> dict[str, flo
 
 
 def _recording_provenance(rec: dict[str, Any]) -> dict[str, Any]:
-    """File names and the recording error, if any (the full metadata is in the .json artifacts)."""
+    """File names, the first-frame check against the reference and the recording error, if any (the
+    full metadata is in the .json artifacts)."""
     files = {k: [Path(f).name for f in v] for k, v in rec.get("files", {}).items()}
-    return {"files": files, **({"error": rec["error"]} if rec.get("error") else {})}
+    extra = {k: rec[k] for k in ("stimulus_check", "error") if rec.get(k)}
+    return {"files": files, **extra}
 
 
 def _t_vs(x: str, key: str, title: str, x_label: str, x_scale: float = 1.0, log_x: bool = False) -> ChartSpec:

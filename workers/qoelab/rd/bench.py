@@ -214,12 +214,13 @@ def _recordings(
     recorder: Any, clicks: list[dict[str, Any]], workdir: Path, prefix: str, log: logging.Logger,
     timings: dict[str, float],
 ) -> dict[str, Any]:  # fmt: skip
-    """Encode the degraded recording and record the reference, after the session is gone.
+    """Encode the degraded recording, record the reference and compare their first frames.
 
     A failure here does not throw the measurement away: it is reported in ``error`` (and the
     ratings app then finds no recording for the condition).
     """
     from qoelab.rd import record as rec_mod
+    from qoelab.rd import stimulus
 
     t = time.monotonic()
     out: dict[str, Any] = {"files": {}}
@@ -233,6 +234,10 @@ def _recordings(
             workdir, manifest, workdir / "pages", clicks, start, duration, prefix, log
         )
         out["files"]["reference"] = [str(ref), str(ref.with_suffix(".json"))]
+        # The stimulus must differ from the reference only by what the network did (stimulus.py).
+        out["stimulus_check"] = stimulus.check(degraded, ref)
+        if problems := out["stimulus_check"]["problems"]:
+            log.warning("%s: recording vs reference: %s", prefix, "; ".join(problems))
     except Exception as err:  # noqa: BLE001 - the measurement stays valid without its videos
         out["error"] = f"{type(err).__name__}: {err}"
         log.warning("%s: recording failed: %s", prefix, out["error"])
