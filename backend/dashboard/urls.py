@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard import views
+from dashboard import compare, views
 
 app_name = "dashboard"
 urlpatterns: list[URLPattern | URLResolver] = [
@@ -14,6 +14,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep"),
     path("sweeps/<int:pk>/trials/", views.sweep_trials, name="sweep_trials"),
     path("sweeps/<int:pk>/chart.json", views.sweep_chart, name="sweep_chart"),
+    path("compare/", compare.compare_page, name="compare"),
+    path("compare/chart.json", compare.compare_chart, name="compare_chart"),
     path("sweeps/<int:pk>/cancel/", views.sweep_cancel, name="sweep_cancel"),
     path("sweeps/<int:pk>/export/summaries.csv", views.export_summaries, name="export_summaries"),
     path("sweeps/<int:pk>/export/samples.csv", views.export_samples, name="export_samples"),

@@ -74,6 +74,7 @@ def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
             f"/sweeps/{sweep.pk}/",
             f"/trials/{trial.pk}/",
             "/sweeps/new/",
+            "/compare/?job_type=rd_qoe",
             "/reproduce/",
             "/campaigns/",
             "/campaigns/new/",
@@ -89,7 +90,7 @@ def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
             found = page.evaluate(OVERFLOW_JS, PHONE["width"])
             assert found["scroll"] <= PHONE["width"], f"{path} is {found['scroll']} px wide: {found['wide']}"
             nav = page.get_by_role("navigation", name="Main")
-            for link in ("Experiments", "New sweep", "Reproduce", "Rating campaigns"):
+            for link in ("Experiments", "New sweep", "Compare", "Reproduce", "Rating campaigns"):
                 box = nav.get_by_role("link", name=link).bounding_box()
                 assert box and box["x"] >= 0 and box["x"] + box["width"] <= PHONE["width"], (path, link, box)
             for canvas in page.locator("figure.chart canvas").all():
