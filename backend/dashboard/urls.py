@@ -21,4 +21,5 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sweeps/<int:pk>/export/samples.csv", views.export_samples, name="export_samples"),
     path("trials/<int:pk>/", views.trial_detail, name="trial"),
     path("artifacts/<int:pk>/download/", views.artifact_download, name="artifact_download"),
+    path("artifacts/<int:pk>/play/", views.artifact_play, name="artifact_play"),
 ]

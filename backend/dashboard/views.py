@@ -7,6 +7,8 @@ Every view goes through ``researcher_required`` and looks objects up in the quer
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
 from typing import Any
 
 from django.contrib import messages
@@ -18,6 +20,7 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
+    HttpResponseNotFound,
     JsonResponse,
     StreamingHttpResponse,
 )
@@ -25,7 +28,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import reproduce, services
+from dashboard import reproduce, services, trialpage
 from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
 from dashboard.forms import SweepForm
 from experiments import jobtypes
@@ -33,11 +36,13 @@ from experiments import services as experiments_services
 from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep
 from qoelab import presets
+from ratings import delivery
 from results import findings as results_findings
 from results import kinds
 from results.models import Artifact, Sample
 
 SAMPLES_PER_PAGE = 50
+PLAY_BLOCK = 256 * 1024  # bytes per chunk of a played recording
 RECENT_SWEEPS = 10
 
 
@@ -303,21 +308,30 @@ def export_samples(request: HttpRequest, pk: int) -> StreamingHttpResponse:
 def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
     trial = get_object_or_404(trials_for(request.user), pk=pk)
     job = jobtypes.get_job(trial.sweep.job_type)
-    labels = {m.name: m for m in job.metrics} if job else {}
-    summary = [
-        {"name": s.name, "value": s.value, "metric": labels.get(s.name)}
-        for s in trial.summary.order_by("name")
-    ]
+    summary = trialpage.summary_rows(job, trial.summary.order_by("name"))
     samples_qs = Sample.objects.filter(trial=trial).order_by("kind", "index")
     page = Paginator(samples_qs, SAMPLES_PER_PAGE).get_page(request.GET.get("page"))
-    sample_keys = sorted({k for s in page.object_list for k in (s.values or {})})
+    sample_values = [s.values if isinstance(s.values, dict) else {} for s in page.object_list]
+    sample_keys = sorted({k for v in sample_values for k in v})
+    artifacts = list(trial.artifacts.order_by("attempt", "id"))
+    # Recordings play in the page; one whose bytes are not WebM/MP4 says why instead of a broken player.
+    recordings = [{"artifact": a, "refused": trialpage.playable(a)} for a in artifacts if a.kind == "video"]
+    link_rows, link_left_off = trialpage.flatten(trial.link) if trial.link else ([], 0)
+    provenance = trialpage.flatten(trial.provenance) if trial.provenance else ([], 0)
+    provenance_rows, provenance_left_off = provenance
     ctx = {
         "trial": trial,
         "sweep": trial.sweep,
+        "place": trialpage.trial_place(trial),
         "summary": summary,
         "samples": page,
-        "sample_keys": sample_keys,
-        "artifacts": trial.artifacts.order_by("attempt", "id"),
+        "sample_columns": trialpage.sample_columns(job, sample_keys, sample_values),
+        "artifacts": artifacts,
+        "recordings": recordings,
+        "link_rows": link_rows,
+        "link_left_off": link_left_off,
+        "provenance_rows": provenance_rows,
+        "provenance_left_off": provenance_left_off,
         "link_json": json.dumps(trial.link, indent=2, sort_keys=True) if trial.link else "",
         "provenance_json": json.dumps(trial.provenance, indent=2, sort_keys=True) if trial.provenance else "",
         "server_side": services.server_side(trial.provenance),
@@ -339,3 +353,56 @@ def artifact_download(request: HttpRequest, pk: int) -> FileResponse:
         return kinds.file_response(artifact)  # its kind's content type (never the name's), as an attachment
     except FileNotFoundError:
         raise Http404(f"the file of artifact {artifact.pk} is missing from storage") from None
+
+
+def _plain_404(reason: str) -> HttpResponseNotFound:
+    return HttpResponseNotFound(reason, content_type="text/plain; charset=utf-8")
+
+
+def _byte_range(handle: Any, start: int, end: int) -> Iterator[bytes]:
+    handle.seek(start)
+    left = end - start
+    while left > 0:
+        chunk = handle.read(min(PLAY_BLOCK, left))
+        if not chunk:
+            break
+        left -= len(chunk)
+        yield chunk
+
+
+@require_GET
+@researcher_required
+def artifact_play(request: HttpRequest, pk: int) -> HttpResponse:
+    """A recording played in the trial page: inline, WebM/MP4 by its bytes, with HTTP Range for seeking.
+
+    The same ownership check as the download (another researcher's artifact is a 404); an artifact
+    that is not playable media (another kind, or bytes that are not WebM/MP4) is a 404 saying why.
+    """
+    artifact = get_object_or_404(
+        Artifact.objects.filter(trial__in=trials_for(request.user)).select_related("trial"), pk=pk
+    )
+    try:
+        response = kinds.file_response(artifact, inline=True)
+    except FileNotFoundError:
+        return _plain_404(f"the file of artifact {artifact.pk} is missing from storage")
+    except kinds.ContentMismatch as exc:
+        return _plain_404(f"{exc.message}; download it instead")
+    handle = response.file_to_stream
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(0)
+    try:
+        byte_range = delivery.parse_range(request.headers.get("Range"), size)
+    except delivery.RangeNotSatisfiable:
+        handle.close()  # not response.close(): that signals the end of the request (closes the DB)
+        refused = HttpResponse(status=416)
+        refused["Content-Range"] = f"bytes */{size}"
+        return refused
+    response["Accept-Ranges"] = "bytes"
+    response["Cache-Control"] = "private, no-store"
+    if byte_range is not None:
+        start, end = byte_range
+        response.streaming_content = _byte_range(handle, start, end)
+        response.status_code = 206
+        response["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+        response["Content-Length"] = str(end - start)
+    return response
