@@ -71,3 +71,37 @@ def save_screenshot() -> Any:
         return path
 
     return save
+
+
+@pytest.fixture
+def log_in() -> Any:
+    """``log_in(page, base_url, user, next="/")``: the login form filled as a person would; waits
+    until the next page has loaded. Test users' passwords are ``<username>-password-1`` (cast.py)."""
+
+    def go(page: Any, base_url: str, user: Any, next: str = "/") -> None:
+        page.goto(f"{base_url}/accounts/login/?next={next}")
+        page.get_by_label("Username").fill(user.username)
+        page.get_by_label("Password").fill(f"{user.username}-password-1")
+        with page.expect_navigation():
+            page.get_by_role("button", name="Log in").click()
+        page.wait_for_load_state("load")
+
+    return go
+
+
+@pytest.fixture
+def recorded_sweep(alice: Any, settings: Any, tmp_path: Path) -> Any:
+    """An rd_qoe demo sweep (vnc and spice at 10 and 100 ms) whose trials carry real 1 s WebM videos."""
+    from ratings import demo
+
+    settings.MEDIA_ROOT = tmp_path / "media"
+    points = [
+        {"protocol": p, "rate": "1mbit", "delay": d} for p in ("vnc", "spice") for d in ("10ms", "100ms")
+    ]
+    sweep = demo.demo_sweep(alice, points)
+    ref = demo.make_video(tmp_path / "reference.webm", seconds=1.0)
+    deg = demo.make_video(tmp_path / "degraded.webm", degraded=True, seconds=1.0)
+    for trial in sweep.trials.all():
+        demo.add_video_artifact(trial, ref, reference=True)
+        demo.add_video_artifact(trial, deg)
+    return sweep

@@ -56,16 +56,14 @@ def lab(alice: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
 
 
 def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
-    live_server: Any, chromium: Any, alice: Any, lab: dict[str, Any]
+    live_server: Any, chromium: Any, alice: Any, lab: dict[str, Any], log_in: Any
 ) -> None:
     context = chromium.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
     page = context.new_page()
     try:
         page.goto(f"{live_server.url}/accounts/login/")
         assert page.evaluate(OVERFLOW_JS, PHONE["width"])["scroll"] <= PHONE["width"]
-        page.get_by_label("Username").fill(alice.username)
-        page.get_by_label("Password").fill(f"{alice.username}-password-1")
-        page.get_by_role("button", name="Log in").click()
+        log_in(page, live_server.url, alice)
         page.get_by_role("heading", name="Experiments").wait_for()
         sweep, trial, campaign = lab["sweep"], lab["trial"], lab["campaign"]
         pages = [

@@ -12,21 +12,13 @@ import pytest
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def _login(page: Any, url: str, alice: Any) -> None:
-    page.goto(f"{url}/accounts/login/?next=/campaigns/new/")
-    page.get_by_label("Username").fill(alice.username)
-    page.get_by_label("Password").fill(f"{alice.username}-password-1")
-    page.get_by_role("button", name="Log in").click()
-    page.get_by_role("heading", name="New rating campaign").wait_for()
-
-
 def _aspects(page: Any) -> str:
     facts = page.locator("dl.facts")
     return facts.locator("dt", has_text="Aspects").locator("xpath=following-sibling::dd[1]").inner_text()
 
 
 def test_each_mode_gets_its_aspects_and_a_hands_on_aspect_in_recorded_mode_is_warned(
-    live_server: Any, chromium_page: Any, alice: Any
+    live_server: Any, chromium_page: Any, alice: Any, log_in: Any
 ) -> None:
     from experiments.services import create_sweep
     from ratings import demo
@@ -40,7 +32,8 @@ def test_each_mode_gets_its_aspects_and_a_hands_on_aspect_in_recorded_mode_is_wa
         alice,
     )  # fmt: skip
     page = chromium_page
-    _login(page, live_server.url, alice)
+    log_in(page, live_server.url, alice, next="/campaigns/new/")
+    page.get_by_role("heading", name="New rating campaign").wait_for()
     options = page.get_by_label("Conditions from sweep").locator("option").all_inner_texts()
     assert any(sweep.name in o for o in options) and not any(links.name in o for o in options), options
 

@@ -29,21 +29,11 @@ SCALE = {
 
 
 @pytest.fixture
-def recorded_campaign(alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
-    from ratings import campaigns, demo, invitations
+def recorded_campaign(alice: Any, recorded_sweep: Any) -> tuple[Any, str]:
+    from ratings import campaigns, invitations
 
-    settings.MEDIA_ROOT = tmp_path / "media"
-    points = [
-        {"protocol": p, "rate": "1mbit", "delay": d} for p in ("vnc", "spice") for d in ("10ms", "100ms")
-    ]
-    sweep = demo.demo_sweep(alice, points)
-    ref = demo.make_video(tmp_path / "reference.webm", seconds=1.0)
-    deg = demo.make_video(tmp_path / "degraded.webm", degraded=True, seconds=1.0)
-    for trial in sweep.trials.all():
-        demo.add_video_artifact(trial, ref, reference=True)
-        demo.add_video_artifact(trial, deg)
     campaign = campaigns.open_campaign(
-        campaigns.create_campaign(alice, name="e2e rating", sweep=sweep, seed=3)
+        campaigns.create_campaign(alice, name="e2e rating", sweep=recorded_sweep, seed=3)
     )
     ((_, token),) = invitations.invite(campaign, labels=["E1"])
     return campaign, token
@@ -179,7 +169,7 @@ def test_reporting_the_videos_ended_without_playing_them_keeps_the_form_closed(
 
 
 def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
-    live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str], alice: Any
+    live_server: Any, chromium_page: Any, recorded_campaign: tuple[Any, str], alice: Any, log_in: Any
 ) -> None:
     from django.test import Client
 
@@ -197,10 +187,7 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
         # 5 on the reference-vs-reference trap, or screening would exclude this evaluator.
         flow.submit_ratings(ev, cid, {k: 5 if cid == gold else 3 for k in campaign.aspect_keys})
     page = chromium_page
-    page.goto(f"{live_server.url}/accounts/login/?next=/campaigns/{campaign.pk}/results/")
-    page.get_by_label("Username").fill(alice.username)
-    page.get_by_label("Password").fill(f"{alice.username}-password-1")
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, live_server.url, alice, next=f"/campaigns/{campaign.pk}/results/")
     page.get_by_role("heading", name="Results: e2e rating").wait_for()
     table = page.get_by_role("table", name=re.compile("After exclusion"))
     assert "3.00 (n=1)" in table.first.inner_text()

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,19 +33,11 @@ def stop_session(slot: Any) -> None:
 
 
 @pytest.fixture
-def recorded_campaign(alice: Any, settings: Any, tmp_path: Path) -> tuple[Any, str]:
-    from ratings import campaigns, demo, invitations
+def recorded_campaign(alice: Any, recorded_sweep: Any) -> tuple[Any, str]:
+    from ratings import campaigns, invitations
 
-    settings.MEDIA_ROOT = tmp_path / "media"
-    points = [{"protocol": "vnc", "rate": "1mbit", "delay": d} for d in ("10ms", "100ms")]
-    sweep = demo.demo_sweep(alice, points)
-    ref = demo.make_video(tmp_path / "reference.webm", seconds=1.0)  # 800x600, like the lab's captures
-    deg = demo.make_video(tmp_path / "degraded.webm", degraded=True, seconds=1.0)
-    for trial in sweep.trials.all():
-        demo.add_video_artifact(trial, ref, reference=True)
-        demo.add_video_artifact(trial, deg)
     campaign = campaigns.open_campaign(
-        campaigns.create_campaign(alice, name="e2e layout", sweep=sweep, seed=3)
+        campaigns.create_campaign(alice, name="e2e layout", sweep=recorded_sweep, seed=3)
     )
     ((_, token),) = invitations.invite(campaign, labels=["W1"])
     return campaign, token

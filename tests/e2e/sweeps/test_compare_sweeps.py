@@ -10,14 +10,11 @@ pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def test_two_sweeps_picked_in_the_form_are_drawn_in_one_chart(
-    live_server: Any, chromium_page: Any, alice: Any, measured_sweep: Any
+    live_server: Any, chromium_page: Any, alice: Any, measured_sweep: Any, log_in: Any
 ) -> None:
     ns, vm = measured_sweep(alice, "namespace mode", 0.0), measured_sweep(alice, "vm mode", 50.0)
     page = chromium_page
-    page.goto(f"{live_server.url}/accounts/login/?next=/compare/")
-    page.get_by_label("Username").fill(alice.username)
-    page.get_by_label("Password").fill(f"{alice.username}-password-1")
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, live_server.url, alice, next="/compare/")
     page.get_by_role("heading", name="Compare sweeps").wait_for()
     page.get_by_label("Job type").select_option("rd_qoe")
     page.get_by_role("button", name="Choose sweeps").click()

@@ -46,13 +46,10 @@ def trial(alice: Any, settings: Any, tmp_path: Path) -> Any:
 
 
 def test_the_trial_page_plays_its_recording_and_shows_values_in_units(
-    live_server: Any, chromium_page: Any, alice: Any, trial: Any, save_screenshot: Any
+    live_server: Any, chromium_page: Any, alice: Any, trial: Any, save_screenshot: Any, log_in: Any
 ) -> None:
     page = chromium_page
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.get_by_label("Username").fill(alice.username)
-    page.get_by_label("Password").fill(f"{alice.username}-password-1")
-    page.get_by_role("button", name="Log in").click()
+    log_in(page, live_server.url, alice)
     page.get_by_role("heading", name="Experiments").wait_for()
 
     page.goto(f"{live_server.url}/trials/{trial.pk}/")
