@@ -59,7 +59,9 @@ class SweepForm(forms.Form):
         self.placeholders: dict[str, str] = {}
         self.fields["job_type"].initial = job.name
         mine = Experiment.objects.filter(owner=user, job_type=job.name).order_by("name")
-        self.fields["experiment"].choices = [("", "— new experiment —")] + [(e.pk, e.name) for e in mine]
+        self.fields["experiment"].choices = [("", "— new experiment —")] + [
+            (e.pk, f"{e.name} (archived)" if e.archived_at else e.name) for e in mine
+        ]
         for p in self.params:
             unit = f" ({p.unit})" if p.unit else ""
             self.fields[f"grid_{p.name}"] = forms.CharField(

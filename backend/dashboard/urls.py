@@ -2,13 +2,15 @@
 
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard import compare, views
+from dashboard import compare, lifecycle, views
 
 app_name = "dashboard"
 urlpatterns: list[URLPattern | URLResolver] = [
-    path("", views.experiment_list, name="experiments"),
+    path("", lifecycle.experiment_list, name="experiments"),
     path("experiments/<int:pk>/", views.experiment_detail, name="experiment"),
-    path("sweeps/new/", views.sweep_new, name="sweep_new"),
+    path("experiments/<int:pk>/archive/", lifecycle.experiment_archive, name="experiment_archive"),
+    path("experiments/<int:pk>/delete/", lifecycle.experiment_delete, name="experiment_delete"),
+    path("sweeps/new/", lifecycle.sweep_new, name="sweep_new"),
     path("reproduce/", views.reproduce_page, name="reproduce"),
     path("reproduce/<slug:key>/start/", views.reproduce_start, name="reproduce_start"),
     path("sweeps/<int:pk>/", views.sweep_detail, name="sweep"),
@@ -17,6 +19,8 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("compare/", compare.compare_page, name="compare"),
     path("compare/chart.json", compare.compare_chart, name="compare_chart"),
     path("sweeps/<int:pk>/cancel/", views.sweep_cancel, name="sweep_cancel"),
+    path("sweeps/<int:pk>/delete/", lifecycle.sweep_delete, name="sweep_delete"),
+    path("sweeps/<int:pk>/rerun-failed/", lifecycle.sweep_rerun_failed, name="sweep_rerun_failed"),
     path("sweeps/<int:pk>/export/summaries.csv", views.export_summaries, name="export_summaries"),
     path("sweeps/<int:pk>/export/samples.csv", views.export_samples, name="export_samples"),
     path("trials/<int:pk>/", views.trial_detail, name="trial"),

@@ -43,28 +43,6 @@ from results.models import Artifact, Sample
 
 SAMPLES_PER_PAGE = 50
 PLAY_BLOCK = 256 * 1024  # bytes per chunk of a played recording
-RECENT_SWEEPS = 10
-
-
-@require_GET
-@researcher_required
-def experiment_list(request: HttpRequest) -> HttpResponse:
-    experiments = (
-        experiments_for(request.user)
-        .select_related("owner")
-        .annotate(
-            n_sweeps=Count("sweeps", distinct=True),
-            n_trials=Count("sweeps__trials"),
-            n_done=Count("sweeps__trials", filter=Q(sweeps__trials__status__in=list(TERMINAL))),
-            n_failed=Count("sweeps__trials", filter=Q(sweeps__trials__status=TrialStatus.FAILED)),
-        )
-    )
-    recent = sweeps_for(request.user).annotate(
-        n_trials=Count("trials"),
-        n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
-        n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
-    )[:RECENT_SWEEPS]
-    return render(request, "dashboard/experiment_list.html", {"experiments": experiments, "recent": recent})
 
 
 @require_GET

@@ -16,7 +16,9 @@ TERMINAL = frozenset({TrialStatus.SUCCEEDED, TrialStatus.FAILED, TrialStatus.CAN
 ACTIVE = frozenset({TrialStatus.QUEUED, TrialStatus.RUNNING})
 
 # The only moves a trial may make. Terminal states have no exits, so a recorded outcome
-# (above all a failure) is never overwritten.
+# (above all a failure) is never overwritten. The one exception is deliberate and not a move of
+# this table: a researcher's re-run of a failed trial (``Trial.rerun``), which keeps the failure in
+# the trial's attempt log.
 TRANSITIONS: dict[str, frozenset[str]] = {
     TrialStatus.PENDING: frozenset({TrialStatus.QUEUED, TrialStatus.CANCELLED, TrialStatus.FAILED}),
     TrialStatus.QUEUED: frozenset(

@@ -32,6 +32,9 @@ class Experiment(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
     job_type = models.CharField(max_length=64)
     created_at = models.DateTimeField(auto_now_add=True)
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="set: hidden (with its sweeps) from the default lists"
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -202,6 +205,32 @@ class Trial(models.Model):
             celery_task_id="",
             attempt_log=self._log_entry(reason),
         )
+
+    def rerun(self, reason: str, attempts: int) -> None:
+        """failed -> pending with ``attempts`` fresh attempts: a researcher's re-run of a failed trial.
+
+        The one way out of ``failed`` (``TRANSITIONS`` gives it none, so no worker or scheduler move
+        can overwrite a failure). The failure stays in ``attempt_log`` (its own entry, written when
+        it failed) and a ``rerun`` entry records the re-queue; ``attempts`` keeps counting, so the new
+        runs' artifacts get new attempt numbers beside the old ones.
+        """
+        entry = {**self._log_entry(reason)[-1], "kind": "rerun", "error": self.error}
+        # ``attempts`` too: a stale instance (the trial re-ran and failed again meanwhile) changes nothing.
+        changed = Trial.objects.filter(pk=self.pk, status=TrialStatus.FAILED, attempts=self.attempts).update(
+            status=TrialStatus.PENDING,
+            max_attempts=models.F("attempts") + attempts,
+            host=None,
+            queued_at=None,
+            started_at=None,
+            finished_at=None,
+            error="",
+            celery_task_id="",
+            attempt_log=[*list(self.attempt_log or []), entry],
+        )
+        if changed != 1:
+            current = Trial.objects.filter(pk=self.pk).values_list("status", flat=True).first()
+            raise IllegalTransition(self.pk, current, TrialStatus.PENDING)
+        self.refresh_from_db()
 
     def mark_cancelled(self) -> None:
         self.transition(

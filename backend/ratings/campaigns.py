@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import re
 import secrets
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -17,12 +18,22 @@ from django.utils import timezone
 
 from experiments import jobtypes
 from experiments.choices import TrialStatus
+from experiments.lifecycle import Refused, filter_archived
 from experiments.models import Sweep, Trial
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import ParameterError
 from qoelab.units import parse_duration, parse_percent, parse_rate
-from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
-from ratings.models import Campaign, Condition, default_aspects
+from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind, SlotState
+from ratings.models import (
+    Campaign,
+    Condition,
+    Evaluator,
+    MediaDelivery,
+    Rating,
+    ScreenEvent,
+    Slot,
+    default_aspects,
+)
 from results.models import Artifact, SummaryValue
 
 # Parameters that describe the condition (protocol, where its server runs, link profile); the rest
@@ -455,3 +466,100 @@ def usable_artifacts(user: Any) -> Any:
     """Video artifacts of trials the researcher may see (for attaching by hand)."""
     qs = Artifact.objects.filter(kind=VIDEO_KIND)
     return qs if user.is_staff else qs.filter(trial__sweep__experiment__owner=user)
+
+
+def listed_campaigns(user: Any, archived: bool | None = False) -> Any:
+    """``owned_campaigns`` for a list: current ones (default), archived ones (True) or all (None)."""
+    return filter_archived(owned_campaigns(user), archived)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lifecycle: archive and delete (the pages and the API share these)
+
+
+def set_archived(campaign: Campaign, archived: bool) -> Campaign:
+    """Hide the campaign from the default lists (it stays reachable by URL), or restore it."""
+    qs = Campaign.objects.filter(pk=campaign.pk)
+    if archived:
+        qs.filter(archived_at__isnull=True).update(archived_at=timezone.now())
+    else:
+        qs.update(archived_at=None)
+    campaign.refresh_from_db(fields=["archived_at"])
+    return campaign
+
+
+@dataclass
+class CampaignDeletePlan:
+    """What deleting a campaign removes; its recordings stay (they belong to the sweep's trials)."""
+
+    campaign: Campaign
+    conditions: int
+    evaluators: int
+    ratings: int
+    screen_events: int
+    deliveries: int
+    live_slots: int
+    recordings_kept: int
+    refusals: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.refusals
+
+    @property
+    def fingerprint(self) -> str:
+        return f"c{self.conditions}-e{self.evaluators}-r{self.ratings}-s{self.screen_events}"
+
+
+def plan_campaign_delete(campaign: Campaign) -> CampaignDeletePlan:
+    conds = Condition.objects.filter(campaign=campaign)
+    kept = {pk for pair in conds.values_list("recording_id", "reference_id") for pk in pair if pk is not None}
+    plan = CampaignDeletePlan(
+        campaign=campaign,
+        conditions=conds.count(),
+        evaluators=Evaluator.objects.filter(campaign=campaign).count(),
+        ratings=Rating.objects.filter(condition__campaign=campaign).count(),
+        screen_events=ScreenEvent.objects.filter(condition__campaign=campaign).count(),
+        deliveries=MediaDelivery.objects.filter(condition__campaign=campaign).count(),
+        live_slots=Slot.objects.filter(condition__campaign=campaign).count(),
+        recordings_kept=len(kept),
+    )
+    if campaign.status == CampaignStatus.OPEN:
+        plan.refusals.append(
+            "The campaign is open: close it first (an evaluator may be rating right now), then delete it."
+        )
+    return plan
+
+
+def delete_campaign(campaign: Campaign, expect: str | None = None) -> CampaignDeletePlan:
+    """Delete the campaign with its conditions, evaluators, ratings and their records.
+
+    Refused (nothing deleted) while it is open, or when ``expect`` (the fingerprint of the plan that
+    was confirmed) no longer matches what would go. Returns the plan that was carried out.
+    """
+    with transaction.atomic():
+        locked = Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
+        if locked is None:
+            raise Refused(["The campaign is already gone."])
+        plan = plan_campaign_delete(locked)
+        if plan.refusals:
+            raise Refused(plan.refusals)
+        if expect is not None and expect != plan.fingerprint:
+            raise Refused(
+                [
+                    "What deleting this campaign would remove has changed since the confirmation was "
+                    "shown (new ratings?): look at the list again."
+                ]
+            )
+        remove_campaign(locked, "its campaign was deleted")
+    return plan
+
+
+def remove_campaign(campaign: Campaign, reason: str) -> None:
+    """Release the campaign's live reservations (stopping their sessions), then delete its rows."""
+    from ratings import live
+
+    open_states = [s for s in SlotState.values if s != SlotState.RELEASED]
+    for evaluator in Evaluator.objects.filter(campaign=campaign, slots__state__in=open_states).distinct():
+        live.release_for(evaluator, reason)
+    campaign.delete()

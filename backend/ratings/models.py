@@ -51,6 +51,7 @@ class Campaign(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     opened_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True, help_text="set: hidden from the default lists")
 
     class Meta:
         ordering = ["-created", "-id"]

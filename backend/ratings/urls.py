@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, path
 
-from ratings import views
+from ratings import lifecycle, views
 
 app_name = "ratings"
 urlpatterns: list[URLPattern] = [
@@ -10,6 +10,8 @@ urlpatterns: list[URLPattern] = [
     path("new/", views.campaign_new, name="campaign_new"),
     path("<int:pk>/", views.campaign_detail, name="campaign"),
     path("<int:pk>/action/", views.campaign_action, name="campaign_action"),
+    path("<int:pk>/archive/", lifecycle.campaign_archive, name="campaign_archive"),
+    path("<int:pk>/delete/", lifecycle.campaign_delete, name="campaign_delete"),
     path("<int:pk>/invite/", views.campaign_invite, name="campaign_invite"),
     path("<int:pk>/evaluators/<int:evaluator>/", views.evaluator_action, name="evaluator_action"),
     path("<int:pk>/progress.json", views.campaign_progress, name="campaign_progress"),

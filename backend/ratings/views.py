@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from dashboard.access import researcher_required, sweeps_for
 from experiments import jobtypes
+from experiments.lifecycle import parse_archived
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
 from ratings import analysis, campaigns, delivery, invitations, live
 from ratings.choices import DEFAULT_ASPECTS, RECORDED_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
@@ -94,9 +95,16 @@ def _campaign_or_404(request: HttpRequest, pk: int) -> Campaign:
 @require_GET
 @researcher_required
 def campaign_list(request: HttpRequest) -> HttpResponse:
-    owned = campaigns.owned_campaigns(request.user)
+    """Current campaigns; ``?archived=1`` the archived ones, ``?archived=all`` both."""
+    try:
+        archived = parse_archived(request.GET.get("archived"))
+    except ValueError as exc:
+        return HttpResponseBadRequest(f"archived: {exc}", content_type="text/plain")
+    owned = campaigns.listed_campaigns(request.user, archived)
     rows = [{"c": c, "p": analysis.progress(c)} for c in owned]
-    return render(request, "ratings/campaign_list.html", {"rows": rows})
+    n_archived = campaigns.listed_campaigns(request.user, True).count()
+    ctx = {"rows": rows, "archived": archived, "n_archived": n_archived}
+    return render(request, "ratings/campaign_list.html", ctx)
 
 
 @require_http_methods(["GET", "POST"])

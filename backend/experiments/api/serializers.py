@@ -20,8 +20,17 @@ class ExperimentSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Experiment
-        fields = ["id", "name", "description", "job_type", "owner", "created_at", "sweep_count"]
-        read_only_fields = ["id", "owner", "created_at", "sweep_count"]
+        fields = [
+            "id",
+            "name",
+            "description",
+            "job_type",
+            "owner",
+            "created_at",
+            "archived_at",
+            "sweep_count",
+        ]
+        read_only_fields = ["id", "owner", "created_at", "archived_at", "sweep_count"]
 
     def get_sweep_count(self, obj: Experiment) -> int:
         return obj.sweeps.count()
@@ -251,4 +260,9 @@ class JobTypeSerializer(serializers.Serializer):
 
 class CancelReplySerializer(serializers.Serializer):
     cancelled_trials = serializers.IntegerField()
+    sweep = SweepSerializer()
+
+
+class RerunReplySerializer(serializers.Serializer):
+    requeued = serializers.IntegerField(help_text="failed trials put back to pending")
     sweep = SweepSerializer()

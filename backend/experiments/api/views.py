@@ -12,7 +12,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from experiments import jobtypes, services
+from experiments import jobtypes, lifecycle, services
 from experiments.api.serializers import (
     AggregateQuerySerializer,
     AggregateSerializer,
@@ -20,12 +20,13 @@ from experiments.api.serializers import (
     ExperimentSerializer,
     JobTypeSerializer,
     ProgressSerializer,
+    RerunReplySerializer,
     SweepSerializer,
     SweepSpecSerializer,
     TrialDetailSerializer,
     TrialSerializer,
 )
-from experiments.choices import ACTIVE, TrialStatus
+from experiments.choices import TrialStatus
 from experiments.models import Experiment, Sweep, Trial
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
@@ -47,9 +48,32 @@ def _int_param(request: Request, name: str) -> int | None:
     return int(raw)
 
 
+def _archived(qs: QuerySet, request: Request, field_path: str = "archived_at") -> QuerySet:
+    """A list's ``archived`` filter: false (default: current only), true (archived only) or all."""
+    try:
+        archived = lifecycle.parse_archived(request.query_params.get("archived"))
+    except ValueError as exc:
+        raise ValidationError({"archived": [str(exc)]}) from None
+    return lifecycle.filter_archived(qs, archived, field_path)
+
+
+def _refused(exc: lifecycle.Refused) -> Response:
+    return Response({"detail": " ".join(exc.reasons)}, status=status.HTTP_409_CONFLICT)
+
+
+ARCHIVED_PARAM = OpenApiParameter(
+    "archived",
+    str,
+    enum=["false", "true", "all"],
+    description="false (default): current only; true: archived only; all: both",
+)
+
+
 @extend_schema(tags=["experiments"])
 @extend_schema_view(
-    list=extend_schema(parameters=[OpenApiParameter("job_type", str, description="only this job type")]),
+    list=extend_schema(
+        parameters=[OpenApiParameter("job_type", str, description="only this job type"), ARCHIVED_PARAM]
+    ),
     create=extend_schema(responses={201: ExperimentSerializer, 400: ErrorSerializer}),
     update=extend_schema(responses={200: ExperimentSerializer, 400: ErrorSerializer}),
     partial_update=extend_schema(responses={200: ExperimentSerializer, 400: ErrorSerializer}),
@@ -66,37 +90,66 @@ class ExperimentViewSet(viewsets.ModelViewSet):
         qs = _owned(Experiment.objects.select_related("owner"), self.request.user, "owner")
         if job_type := self.request.query_params.get("job_type"):
             qs = qs.filter(job_type=job_type)
+        if self.action == "list":  # an archived experiment stays reachable by its id
+            qs = _archived(qs, self.request)
         return qs
 
     def perform_create(self, serializer: ExperimentSerializer) -> None:
         serializer.save(owner=self.request.user)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """Delete the experiment, its sweeps, trials and artifact files (and rating campaigns without
+        ratings that use its recordings); 409 names what is in the way (the dashboard's rules)."""
         experiment = self.get_object()
-        active = Trial.objects.filter(sweep__experiment=experiment, status__in=list(ACTIVE)).count()
-        if active:
-            return Response(
-                {
-                    "detail": f"{active} trials of this experiment are queued or running; "
-                    "cancel its sweeps first"
-                },
-                status=status.HTTP_409_CONFLICT,
-            )
-        experiment.delete()
+        try:
+            lifecycle.delete(lifecycle.plan_experiment_delete(experiment, request.user), request.user)
+        except lifecycle.Refused as exc:
+            return _refused(exc)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={200: ExperimentSerializer}, summary="Hide from the default lists")
+    @action(detail=True, methods=["post"])
+    def archive(self, request: Request, pk: str | None = None) -> Response:
+        experiment = lifecycle.set_experiment_archived(self.get_object(), True)
+        return Response(ExperimentSerializer(experiment, context=self.get_serializer_context()).data)
+
+    @extend_schema(request=None, responses={200: ExperimentSerializer}, summary="Back into the default lists")
+    @action(detail=True, methods=["post"])
+    def unarchive(self, request: Request, pk: str | None = None) -> Response:
+        experiment = lifecycle.set_experiment_archived(self.get_object(), False)
+        return Response(ExperimentSerializer(experiment, context=self.get_serializer_context()).data)
 
 
 @extend_schema(tags=["sweeps"])
 @extend_schema_view(
-    list=extend_schema(parameters=[OpenApiParameter("experiment", int, description="only this experiment")]),
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter("experiment", int, description="only this experiment"),
+            OpenApiParameter(
+                "archived",
+                str,
+                enum=["false", "true", "all"],
+                description="by the experiment's archive state; false (default): current only; "
+                "true: archived only; all: both",
+            ),
+        ]
+    ),
     create=extend_schema(
         request=SweepSpecSerializer,
         responses={201: SweepSerializer, 400: ErrorSerializer},
         summary="Validate a sweep spec and create all its trials (nothing is created on error)",
     ),
+    destroy=extend_schema(
+        responses={204: None, 409: DetailSerializer},
+        summary="Delete the sweep, its trials and artifact files (409 names what is in the way)",
+    ),
 )
 class SweepViewSet(
-    mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.CreateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
 ):
     """Sweeps of your experiments with their progress."""
 
@@ -110,6 +163,8 @@ class SweepViewSet(
         )
         if (exp := _int_param(self.request, "experiment")) is not None:
             qs = qs.filter(experiment_id=exp)
+        if self.action == "list":  # a sweep of an archived experiment stays reachable by its id
+            qs = _archived(qs, self.request, "experiment__archived_at")
         if self.action == "progress":  # polled by every open sweep page: read only what it needs
             qs = qs.select_related(None).only("id", "job_type", "cancelled_at")
         return qs
@@ -142,6 +197,31 @@ class SweepViewSet(
                 "cancelled_trials": n,
                 "sweep": SweepSerializer(sweep, context=self.get_serializer_context()).data,
             }
+        )
+
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        sweep = self.get_object()
+        try:
+            lifecycle.delete(lifecycle.plan_sweep_delete(sweep, request.user), request.user)
+        except lifecycle.Refused as exc:
+            return _refused(exc)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(
+        request=None,
+        responses={200: RerunReplySerializer, 409: DetailSerializer},
+        summary="Put the failed trials back to pending with fresh attempts (their history stays)",
+    )
+    @action(detail=True, methods=["post"])
+    def rerun_failed(self, request: Request, pk: str | None = None) -> Response:
+        """409 for a cancelled sweep (clone it instead) or a job type this backend does not know."""
+        sweep = self.get_object()
+        try:
+            n = lifecycle.rerun_failed(sweep, request.user)
+        except lifecycle.Refused as exc:
+            return _refused(exc)
+        return Response(
+            {"requeued": n, "sweep": SweepSerializer(sweep, context=self.get_serializer_context()).data}
         )
 
     @extend_schema(

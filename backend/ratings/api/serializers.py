@@ -70,12 +70,12 @@ class CampaignSerializer(serializers.ModelSerializer):
         model = Campaign
         fields = [
             "id", "name", "description", "sweep", "mode", "aspects", "aspect_warnings",
-            "screens_per_condition", "status", "created", "opened_at", "closed_at",
+            "screens_per_condition", "status", "created", "opened_at", "closed_at", "archived_at",
             "conditions", "evaluators",
         ]  # fmt: skip
         read_only_fields = [
             "sweep", "mode", "aspects", "screens_per_condition", "status",
-            "created", "opened_at", "closed_at",
+            "created", "opened_at", "closed_at", "archived_at",
         ]  # fmt: skip
 
 

@@ -7,13 +7,15 @@ from typing import Any
 from django.db.models import QuerySet
 from django.http import StreamingHttpResponse
 from django.urls import reverse
-from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import mixins, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from experiments.lifecycle import Refused, parse_archived
 from experiments.models import Sweep
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
@@ -31,7 +33,7 @@ from ratings.api.serializers import (
     SubmitReplySerializer,
     SubmitSerializer,
 )
-from ratings.choices import CampaignMode, CampaignStatus
+from ratings.choices import CampaignMode
 from ratings.models import Campaign, Condition, Evaluator
 
 
@@ -45,6 +47,16 @@ def _campaign_error(exc: campaigns.CampaignError) -> Response:
         request=CampaignCreateSerializer, responses={201: CampaignSerializer, 400: ErrorSerializer}
     ),
     destroy=extend_schema(responses={204: None, 409: DetailSerializer}),
+    list=extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "archived",
+                str,
+                enum=["false", "true", "all"],
+                description="false (default): current only; true: archived only; all: both",
+            )
+        ]
+    ),
 )
 class CampaignViewSet(
     mixins.ListModelMixin,
@@ -60,7 +72,14 @@ class CampaignViewSet(
     permission_classes = [IsResearcher]
 
     def get_queryset(self) -> QuerySet:
-        return campaigns.owned_campaigns(self.request.user).prefetch_related("conditions", "evaluators")
+        qs = campaigns.owned_campaigns(self.request.user)
+        if self.action == "list":  # an archived campaign stays reachable by its id
+            try:
+                archived = parse_archived(self.request.query_params.get("archived"))
+            except ValueError as exc:
+                raise ValidationError({"archived": [str(exc)]}) from None
+            qs = campaigns.listed_campaigns(self.request.user, archived)
+        return qs.prefetch_related("conditions", "evaluators")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         body = CampaignCreateSerializer(data=request.data)
@@ -114,13 +133,22 @@ class CampaignViewSet(
         return Response(CampaignSerializer(campaign).data, status=status.HTTP_201_CREATED)
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        campaign = self.get_object()
-        if campaign.status == CampaignStatus.OPEN:
-            return Response(
-                {"detail": "close the campaign before deleting it"}, status=status.HTTP_409_CONFLICT
-            )
-        campaign.delete()
+        """Delete the campaign with its conditions, evaluators and ratings (409 while it is open)."""
+        try:
+            campaigns.delete_campaign(self.get_object())
+        except Refused as exc:
+            return Response({"detail": " ".join(exc.reasons)}, status=status.HTTP_409_CONFLICT)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    @extend_schema(request=None, responses={200: CampaignSerializer}, summary="Hide from the default list")
+    @action(detail=True, methods=["post"])
+    def archive(self, request: Request, pk: str | None = None) -> Response:
+        return Response(CampaignSerializer(campaigns.set_archived(self.get_object(), True)).data)
+
+    @extend_schema(request=None, responses={200: CampaignSerializer}, summary="Back into the default list")
+    @action(detail=True, methods=["post"])
+    def unarchive(self, request: Request, pk: str | None = None) -> Response:
+        return Response(CampaignSerializer(campaigns.set_archived(self.get_object(), False)).data)
 
     @extend_schema(request=None, responses={200: CampaignSerializer, 400: ErrorSerializer})
     @action(detail=True, methods=["post"])

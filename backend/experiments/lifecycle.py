@@ -1,0 +1,373 @@
+"""Lifecycle of experiments and sweeps: delete (with the artifacts they own), archive, re-run failures.
+
+Deleting takes two steps, as the pages show it: ``plan_experiment_delete`` / ``plan_sweep_delete``
+say exactly what would go (sweeps, trials, artifacts and their bytes, the rating campaigns that use
+the sweeps' recordings) and why it may not (``DeletePlan.refusals``, plain sentences); ``delete``
+computes the plan again under row locks, refuses with the same reasons, and removes the rows and the
+artifact files. The REST API and the dashboard pages call the same functions.
+
+A rating campaign "uses" a sweep when it was built from it (``Campaign.sweep``) or one of its
+conditions shows one of the sweep's recordings. Such a campaign goes with the sweep, so it must be
+one that could be deleted on its own: not open, the caller may act on it, and without ratings (a
+campaign with ratings is people's time: it is deleted by name, on its own page, first).
+
+Archiving only hides: an archived experiment (with its sweeps) leaves the default lists and stays
+reachable by URL and through the ``archived`` filter. Trials of an archived sweep still run.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.apps import apps
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet, Sum
+from django.utils import timezone
+
+from experiments import jobtypes
+from experiments.choices import ACTIVE, TrialStatus
+from experiments.models import Experiment, IllegalTransition, Sweep, Trial
+from experiments.wakeup import wake_scheduler
+from results.models import Artifact
+
+log = logging.getLogger("qoelab.experiments")
+
+
+class Refused(Exception):
+    """The action is not allowed now; ``reasons`` are plain sentences naming what is in the way."""
+
+    def __init__(self, reasons: list[str]) -> None:
+        self.reasons = reasons
+        super().__init__("; ".join(reasons))
+
+
+# --- the archived filter ----------------------------------------------------------------------
+
+ARCHIVED_VALUES = {"": False, "0": False, "false": False, "1": True, "true": True, "all": None}
+
+
+def parse_archived(raw: str | None) -> bool | None:
+    """``archived`` of a list request: False (default: current only), True (archived only), None (all)."""
+    value = (raw or "").strip().lower()
+    if value not in ARCHIVED_VALUES:
+        raise ValueError(f"must be true (archived only), false (the default) or all, got {raw!r}")
+    return ARCHIVED_VALUES[value]
+
+
+def filter_archived(qs: QuerySet, archived: bool | None, field_path: str = "archived_at") -> QuerySet:
+    if archived is None:
+        return qs
+    return qs.filter(**{f"{field_path}__isnull": not archived})
+
+
+def set_experiment_archived(experiment: Experiment, archived: bool) -> Experiment:
+    """Archive (hide with its sweeps) or restore; archiving twice keeps the first date."""
+    qs = Experiment.objects.filter(pk=experiment.pk)
+    if archived:
+        qs.filter(archived_at__isnull=True).update(archived_at=timezone.now())
+    else:
+        qs.update(archived_at=None)
+    experiment.refresh_from_db(fields=["archived_at"])
+    return experiment
+
+
+# --- deleting ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CampaignUse:
+    """A rating campaign that uses the sweeps to be deleted (it would go with them)."""
+
+    id: int
+    name: str
+    owner: str
+    status: str
+    conditions: int
+    evaluators: int
+    ratings: int
+
+
+@dataclass
+class DeletePlan:
+    """What deleting ``target`` takes with it, and why it may not go now."""
+
+    kind: str  # "experiment" or "sweep"
+    target: Experiment | Sweep
+    sweeps: list[Sweep]
+    trials: int
+    artifacts: int
+    artifact_bytes: int
+    campaigns: list[CampaignUse] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.refusals
+
+    @property
+    def ratings(self) -> int:
+        return sum(c.ratings for c in self.campaigns)
+
+    @property
+    def fingerprint(self) -> str:
+        """Short text of the counts: the page's POST carries it, so what goes is what was shown."""
+        campaigns = ",".join(str(c.id) for c in self.campaigns)
+        return (
+            f"s{len(self.sweeps)}-t{self.trials}-a{self.artifacts}-b{self.artifact_bytes}"
+            f"-c{campaigns}-r{self.ratings}"
+        )
+
+
+@dataclass(frozen=True)
+class DeleteReport:
+    kind: str
+    name: str
+    sweeps: int
+    trials: int
+    artifacts: int
+    artifact_bytes: int
+    campaigns: list[str]
+
+    def __str__(self) -> str:
+        parts = [
+            _n(self.trials, "trial"),
+            f"{_n(self.artifacts, 'artifact file')} ({_size(self.artifact_bytes)})",
+        ]
+        if self.kind == "experiment":
+            parts.insert(0, _n(self.sweeps, "sweep"))
+        if self.campaigns:
+            named = ", ".join(f"'{name}'" for name in self.campaigns)
+            parts.append(f"rating campaign{'s' if len(self.campaigns) > 1 else ''} {named}")
+        return f"Deleted {self.kind} '{self.name}': " + ", ".join(parts) + "."
+
+
+def _n(count: int, word: str) -> str:
+    """``_n(1, "trial")`` -> "1 trial"; ``_n(2, "trial")`` -> "2 trials"."""
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def campaigns_using(sweep_ids: list[int]) -> QuerySet | None:
+    """Rating campaigns built from these sweeps or showing one of their recordings (None: no ratings app)."""
+    if not apps.is_installed("ratings"):
+        return None
+    campaign = apps.get_model("ratings", "Campaign")
+    condition = apps.get_model("ratings", "Condition")
+    recordings = Artifact.objects.filter(trial__sweep_id__in=sweep_ids).values("pk")
+    showing = condition.objects.filter(Q(recording__in=recordings) | Q(reference__in=recordings))
+    return campaign.objects.filter(
+        Q(sweep_id__in=sweep_ids) | Q(pk__in=showing.values("campaign_id"))
+    ).select_related("owner")
+
+
+def _campaign_uses(sweep_ids: list[int]) -> list[CampaignUse]:
+    qs = campaigns_using(sweep_ids)
+    if qs is None:
+        return []
+    rating = apps.get_model("ratings", "Rating")
+    evaluator = apps.get_model("ratings", "Evaluator")
+    condition = apps.get_model("ratings", "Condition")
+    out = []
+    for c in qs.order_by("created", "id"):
+        out.append(
+            CampaignUse(
+                id=c.pk,
+                name=c.name,
+                owner=c.owner.get_username(),
+                status=c.status,
+                conditions=condition.objects.filter(campaign=c).count(),
+                evaluators=evaluator.objects.filter(campaign=c).count(),
+                ratings=rating.objects.filter(condition__campaign=c).count(),
+            )
+        )
+    return out
+
+
+def _plan(kind: str, target: Experiment | Sweep, sweeps: list[Sweep], user: Any) -> DeletePlan:
+    ids = [s.pk for s in sweeps]
+    trials = Trial.objects.filter(sweep_id__in=ids)
+    files = Artifact.objects.filter(trial__sweep_id__in=ids).aggregate(n=Count("id"), size=Sum("size"))
+    active = dict(
+        trials.filter(status__in=list(ACTIVE))
+        .order_by()
+        .values("sweep_id")
+        .annotate(n=Count("id"))
+        .values_list("sweep_id", "n")
+    )
+    plan = DeletePlan(
+        kind=kind,
+        target=target,
+        sweeps=sweeps,
+        trials=trials.count(),
+        artifacts=files["n"] or 0,
+        artifact_bytes=files["size"] or 0,
+        campaigns=_campaign_uses(ids),
+    )
+    whose = "this sweep's" if kind == "sweep" else "this experiment's"
+    for s in sweeps:
+        n = active.get(s.pk, 0)
+        if not n:
+            continue
+        if kind == "sweep":
+            plan.refusals.append(
+                f"{_n(n, 'trial')} of this sweep {'is' if n == 1 else 'are'} queued or running: cancel the "
+                "sweep first, and delete it once its running trials have finished."
+            )
+        else:
+            plan.refusals.append(
+                f"Sweep '{s.name}' has {_n(n, 'trial')} queued or running: cancel it first, and delete the "
+                "experiment once its running trials have finished."
+            )
+    for c in plan.campaigns:
+        named = f"Rating campaign '{c.name}' (#{c.id})"
+        if c.ratings:
+            plan.refusals.append(
+                f"{named} uses {whose} recordings and has {_n(c.ratings, 'rating')}: "
+                "delete that campaign first (on its own page), if its ratings are no longer needed."
+            )
+        elif c.status == "open":
+            plan.refusals.append(f"{named} uses {whose} recordings and is open: close or delete it first.")
+        if not (user.is_staff or c.owner == user.get_username()):
+            plan.refusals.append(
+                f"{named} of {c.owner} uses {whose} recordings: only its owner can delete it."
+            )
+    return plan
+
+
+def plan_sweep_delete(sweep: Sweep, user: Any) -> DeletePlan:
+    return _plan("sweep", sweep, [sweep], user)
+
+
+def plan_experiment_delete(experiment: Experiment, user: Any) -> DeletePlan:
+    return _plan("experiment", experiment, list(experiment.sweeps.order_by("created_at", "id")), user)
+
+
+def delete(plan: DeletePlan, user: Any, expect: str | None = None) -> DeleteReport:
+    """Delete what ``plan`` names: checked again under locks; Refused (nothing deleted) if not allowed.
+
+    ``expect``: the fingerprint of the plan the person confirmed; if what would go has changed since
+    (a new artifact, a campaign), nothing is deleted and Refused says so. The artifact files leave
+    storage with their rows (the ``results`` app deletes a file with its row); once the transaction
+    commits, anything left and the emptied ``artifacts/sweep-N/`` folders are removed too.
+    """
+    kind, target = plan.kind, plan.target
+    with transaction.atomic():
+        model = Experiment if kind == "experiment" else Sweep
+        locked = model.objects.select_for_update().filter(pk=target.pk).first()
+        if locked is None:
+            raise Refused([f"The {kind} is already gone."])
+        # Lock its trials too: the scheduler skips locked rows, so none is queued while we look.
+        sweep_filter = (
+            {"sweep__experiment_id": target.pk} if kind == "experiment" else {"sweep_id": target.pk}
+        )
+        list(Trial.objects.select_for_update().filter(**sweep_filter).values_list("pk", flat=True))
+        fresh = (
+            plan_experiment_delete(locked, user) if kind == "experiment" else plan_sweep_delete(locked, user)
+        )
+        if fresh.refusals:
+            raise Refused(fresh.refusals)
+        if expect is not None and expect != fresh.fingerprint:
+            raise Refused(
+                [
+                    f"What deleting this {kind} would remove has changed since the confirmation was shown: "
+                    "look at the list again."
+                ]
+            )
+        ids = [s.pk for s in fresh.sweeps]
+        names = list(Artifact.objects.filter(trial__sweep_id__in=ids).values_list("file", flat=True))
+        if fresh.campaigns:
+            from ratings.campaigns import remove_campaign
+
+            campaign_model = apps.get_model("ratings", "Campaign")
+            for c in campaign_model.objects.filter(pk__in=[c.id for c in fresh.campaigns]):
+                remove_campaign(c, f"its {kind} '{target.name}' was deleted")
+        locked.delete()
+        transaction.on_commit(lambda: remove_files(names, ids))
+    log.info("%s %s '%s' deleted by %s: %s", kind, target.pk, target.name, user, fresh.fingerprint)
+    return DeleteReport(
+        kind=kind,
+        name=target.name,
+        sweeps=len(fresh.sweeps),
+        trials=fresh.trials,
+        artifacts=fresh.artifacts,
+        artifact_bytes=fresh.artifact_bytes,
+        campaigns=[c.name for c in fresh.campaigns],
+    )
+
+
+def remove_files(names: list[str], sweep_ids: list[int]) -> None:
+    """Delete these storage files (if still there) and the sweeps' artifact folders once empty."""
+    for name in names:
+        if name:
+            try:
+                default_storage.delete(name)
+            except OSError as exc:  # a file that cannot go must not undo the committed delete
+                log.error("artifact file %s could not be deleted: %s", name, exc)
+    for sweep_id in sweep_ids:
+        try:
+            root = default_storage.path(f"artifacts/sweep-{sweep_id}")
+        except NotImplementedError:  # a storage without folders (object storage) has nothing to prune
+            return
+        for dirpath, _dirnames, _files in os.walk(root, topdown=False):  # deepest first
+            try:
+                os.rmdir(dirpath)  # only succeeds when empty
+            except OSError:
+                continue
+
+
+# --- re-running failed trials -----------------------------------------------------------------
+
+
+def rerun_failed(sweep: Sweep, user: Any) -> int:
+    """Put the sweep's failed trials back to pending with fresh attempts; returns how many.
+
+    Each keeps its history: the failure stays in its attempt log and a ``rerun`` entry is added
+    (``Trial.rerun``). Refused for a cancelled sweep and for a job type this backend does not know
+    (no worker would be sent the trials).
+    """
+    job = jobtypes.get_job(sweep.job_type)
+    with transaction.atomic():
+        locked = Sweep.objects.select_for_update().filter(pk=sweep.pk).first()
+        if locked is None:
+            raise Refused(["The sweep is gone."])
+        if locked.is_cancelled:
+            raise Refused(
+                [
+                    f"The sweep was cancelled ({locked.cancelled_at:%Y-%m-%d %H:%M}): its failed trials are "
+                    "not run again. Clone it into a new sweep instead."
+                ]
+            )
+        if job is None:
+            raise Refused(
+                [
+                    f"Job type {sweep.job_type!r} is not registered in this backend, so no worker would "
+                    "run the trials."
+                ]
+            )
+        who = getattr(user, "get_username", lambda: str(user))()
+        n = 0
+        for trial in (
+            Trial.objects.select_for_update()
+            .filter(sweep=locked, status=TrialStatus.FAILED)
+            .order_by("index")
+        ):
+            try:
+                trial.rerun(f"re-run requested by {who}", job.max_attempts)
+            except IllegalTransition:  # changed meanwhile (cannot happen under the lock; kept safe)
+                continue
+            n += 1
+        if n:
+            wake_scheduler()
+    sweep.refresh_from_db()
+    log.info("sweep %s: %s failed trials re-queued by %s", sweep.pk, n, user)
+    return n
