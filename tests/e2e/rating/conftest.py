@@ -92,7 +92,7 @@ def view_reference() -> Callable[[Any, str, str, int], None]:
         for n in range(screens):
             frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
             page.locator("[data-role='reference-status']").filter(
-                has_text="Reference done" if n == screens - 1 else f"Screens done: {n + 1}"
+                has_text="Reference done" if n == screens - 1 else f"Pages done: {n + 1}"
             ).wait_for(timeout=15_000)
         assert page.evaluate(FIELDS_DISABLED) is True, "the form must wait for the remote desktop too"
 

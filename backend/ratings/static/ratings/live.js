@@ -40,7 +40,7 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
   function updateRef() {
     refStatus.textContent = refDone()
       ? "Reference done ✓ Now use the remote desktop below."
-      : "Click the pink NEXT button on each page. Screens done: " + refSeen + " of " + required + ".";
+      : "Click the pink NEXT button on each page. Pages done: " + refSeen + " of " + required + ".";
   }
   if (frame) {
     frame.addEventListener("load", () => {
