@@ -81,3 +81,7 @@ fi
 if [ -f workers/qoelab/vose/csrc/Makefile ]; then
   make -s -C workers/qoelab/vose/csrc
 fi
+# The thin-client replay pair (C, libc only).
+if [ -f workers/qoelab/thinclient/csrc/Makefile ]; then
+  make -s -C workers/qoelab/thinclient/csrc
+fi
