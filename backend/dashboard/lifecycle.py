@@ -19,7 +19,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import views
+from dashboard import listing, views
 from dashboard.access import experiments_for, researcher_required, sweeps_for
 from dashboard.forms import SweepForm
 from dashboard.services import describe_params
@@ -35,34 +35,68 @@ def _archived(request: HttpRequest) -> bool | None:
     return lifecycle.parse_archived(request.GET.get("archived"))
 
 
+EXPERIMENT_SORTS = {"name": "Name", "created": "Created", "trials": "Trials"}
+EXPERIMENT_ORDER = {"name": ["name"], "created": ["created_at"], "trials": ["n_trials"]}
+
+
 @require_GET
 @researcher_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
-    """Experiments and recent sweeps; archived experiments (and their sweeps) only with ``?archived=1``."""
+    """Experiments (paginated, sorted, filtered: dashboard.listing) and recent sweeps; archived
+    experiments (and their sweeps) only with ``?archived=1``."""
     try:
         archived = _archived(request)
     except ValueError as exc:
         return HttpResponseBadRequest(f"archived: {exc}", content_type="text/plain")
     mine = experiments_for(request.user)
-    experiments = (
-        lifecycle.filter_archived(mine, archived)
-        .select_related("owner")
-        .annotate(
-            n_sweeps=Count("sweeps", distinct=True),
-            n_trials=Count("sweeps__trials"),
-            n_done=Count("sweeps__trials", filter=Q(sweeps__trials__status__in=list(TERMINAL))),
-            n_failed=Count("sweeps__trials", filter=Q(sweeps__trials__status=TrialStatus.FAILED)),
+    shown = lifecycle.filter_archived(mine, archived)
+    job_types = sorted(set(shown.order_by().values_list("job_type", flat=True).distinct()))
+    filters = [
+        listing.Filter("job_type", "Job type", choices=[(j, j) for j in job_types]),
+        listing.Filter("q", "Name contains", kind="text"),
+        listing.Filter("from", "Created from", kind="date"),
+        listing.Filter("to", "Created to", kind="date"),
+    ]
+    if request.user.is_staff:
+        owners = shown.order_by("owner__username").values_list("owner__username", flat=True).distinct()
+        filters.insert(1, listing.Filter("owner", "Owner", choices=[(o, o) for o in owners]))
+    try:
+        lst = listing.parse(
+            request, sorts=EXPERIMENT_SORTS, default_sort="-created", filters=filters, keep=["archived"]
         )
+        where: dict[str, Any] = listing.date_range(lst, "created_at")
+        if "job_type" in lst.values:
+            where["job_type"] = lst.values["job_type"]
+        if "owner" in lst.values:
+            where["owner__username"] = lst.values["owner"]
+        if "q" in lst.values:
+            where["name__icontains"] = lst.values["q"]
+        experiments = (
+            shown.filter(**where)
+            .select_related("owner")
+            .annotate(
+                n_sweeps=Count("sweeps", distinct=True),
+                n_trials=Count("sweeps__trials"),
+                n_done=Count("sweeps__trials", filter=Q(sweeps__trials__status__in=list(TERMINAL))),
+                n_failed=Count("sweeps__trials", filter=Q(sweeps__trials__status=TrialStatus.FAILED)),
+            )
+        )
+        page = listing.paginate(lst, experiments, EXPERIMENT_ORDER)
+    except listing.ListError as exc:
+        return listing.bad_request(exc)
+    recent = (
+        lifecycle.filter_archived(sweeps_for(request.user), archived, "experiment__archived_at")
+        .select_related("experiment")
+        .annotate(
+            n_trials=Count("trials"),
+            n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
+            n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
+        )[:RECENT_SWEEPS]
     )
-    recent = lifecycle.filter_archived(
-        sweeps_for(request.user), archived, "experiment__archived_at"
-    ).annotate(
-        n_trials=Count("trials"),
-        n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
-        n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
-    )[:RECENT_SWEEPS]
     ctx = {
-        "experiments": experiments,
+        "experiments": page.object_list,
+        "lst": lst,
+        "any_experiments": lst.count > 0 or lst.filtered,
         "recent": recent,
         "archived": archived,
         "n_archived": mine.filter(archived_at__isnull=False).count(),

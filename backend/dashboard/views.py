@@ -13,7 +13,18 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.db.models import Count, Q
+from django.db.models import (
+    Case,
+    Count,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    Max,
+    Q,
+    Value,
+    When,
+)
 from django.http import (
     FileResponse,
     Http404,
@@ -28,13 +39,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import reproduce, services, trialpage
+from dashboard import listing, reproduce, services, trialpage
 from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
 from dashboard.forms import SweepForm
 from experiments import jobtypes
 from experiments import services as experiments_services
 from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep
+from experiments.sweep_spec import spec_errors
 from qoelab import presets
 from ratings import delivery
 from results import findings as results_findings
@@ -45,19 +57,52 @@ SAMPLES_PER_PAGE = 50
 PLAY_BLOCK = 256 * 1024  # bytes per chunk of a played recording
 
 
+SWEEP_SORTS = {"name": "Name", "created": "Created", "trials": "Trials"}
+SWEEP_ORDER = {"name": ["name"], "created": ["created_at"], "trials": ["n_trials"]}
+SWEEP_STATES = [("running", "running"), ("finished", "finished"), ("cancelled", "cancelled")]
+
+
+def _sweep_state(qs: Any, state: str) -> Any:
+    """Sweeps (annotated with n_trials / n_done) in a state: cancelled, finished (every trial done), or
+    running (the rest: not cancelled, trials still to do)."""
+    if state == "cancelled":
+        return qs.filter(cancelled_at__isnull=False)
+    live = qs.filter(cancelled_at__isnull=True)
+    if state == "finished":
+        return live.filter(n_trials__gt=0, n_done=F("n_trials"))
+    return live.exclude(n_trials__gt=0, n_done=F("n_trials"))
+
+
 @require_GET
 @researcher_required
 def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
     experiment = get_object_or_404(experiments_for(request.user).select_related("owner"), pk=pk)
-    sweeps = experiment.sweeps.annotate(
-        n_trials=Count("trials"),
-        n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
-        n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
-    )
+    try:
+        lst = listing.parse(
+            request,
+            sorts=SWEEP_SORTS,
+            default_sort="-created",
+            filters=[listing.Filter("status", "Status", choices=SWEEP_STATES)],
+        )
+        sweeps = experiment.sweeps.annotate(
+            n_trials=Count("trials"),
+            n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
+            n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
+        )
+        if "status" in lst.values:
+            sweeps = _sweep_state(sweeps, lst.values["status"])
+        page = listing.paginate(lst, sweeps, SWEEP_ORDER)
+    except listing.ListError as exc:
+        return listing.bad_request(exc)
     job = jobtypes.get_job(experiment.job_type)
-    return render(
-        request, "dashboard/experiment_detail.html", {"experiment": experiment, "sweeps": sweeps, "job": job}
-    )
+    ctx = {
+        "experiment": experiment,
+        "sweeps": page.object_list,
+        "lst": lst,
+        "any_sweeps": lst.count > 0 or lst.filtered,
+        "job": job,
+    }
+    return render(request, "dashboard/experiment_detail.html", ctx)
 
 
 @require_http_methods(["GET", "POST"])
@@ -93,6 +138,9 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"Sweep '{sweep.name}' created with {sweep.trial_count} trials.")
             return redirect("dashboard:sweep", pk=sweep.pk)
+    elif request.method == "POST":
+        # The form's own mistakes and the sweep spec's (values, bounds, an empty grid) in one round.
+        form.add_spec_errors(spec_errors(form.to_spec(), request.user))
     status = 400 if request.method == "POST" else 200
     return render(
         request,
@@ -136,8 +184,9 @@ def _sweep_or_404(request: HttpRequest, pk: int) -> Sweep:
 
 
 def _trial_rows(sweep: Sweep):
-    return sweep.trials.order_by("index").only(
+    return sweep.trials.only(
         "id",
+        "sweep",  # else each row loads its sweep_id (the related manager sets .sweep): a query per row
         "index",
         "params",
         "repetition",
@@ -151,10 +200,89 @@ def _trial_rows(sweep: Sweep):
     )
 
 
+TRIAL_SORTS = {
+    "run": "Run order",
+    "id": "Trial",
+    "point": "Point",
+    "status": "Status",
+    "duration": "Duration",
+}
+PROTOCOL = "protocol"  # the parameter a sweep's trials filter on, when it is swept
+
+
+def _point_order(sweep: Sweep) -> list[Any]:
+    """``order_by`` for the grid point (trialpage's numbering, in SQL), then the repetition."""
+    keys = [k for k in (sweep.grid_order or sorted(sweep.grid)) if k in sweep.grid]
+    exprs: list[Any] = []
+    for k in keys:
+        values = sweep.grid[k]
+        whens = [When(~Q(params__has_key=k), then=Value(-1))]
+        whens += [When(**{f"params__{k}": v}, then=Value(j)) for j, v in enumerate(values)]
+        exprs.append(Case(*whens, default=Value(len(values)), output_field=IntegerField()).asc())
+    return [*exprs, "repetition"]
+
+
+def _trial_order(sweep: Sweep) -> Any:
+    def order(key: str) -> list[Any]:
+        if key == "point":
+            return _point_order(sweep)
+        if key == "duration":
+            span = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+            return [span.asc(nulls_last=True)]
+        return {"run": ["index"], "id": ["pk"], "status": ["status", "index"]}[key]
+
+    return order
+
+
+def _trial_listing(request: HttpRequest, sweep: Sweep) -> dict[str, Any]:
+    """The trial table's context for one page of the sweep's trials (ListError on a bad query)."""
+    filters = [listing.Filter("status", "Status", choices=list(TrialStatus.choices))]
+    protocols = sweep.grid.get(PROTOCOL) if isinstance(sweep.grid, dict) else None
+    if protocols:
+        filters.append(listing.Filter(PROTOCOL, "Protocol", choices=[(str(v), str(v)) for v in protocols]))
+    lst = listing.parse(request, sorts=TRIAL_SORTS, default_sort="run", filters=filters)
+    rows = _trial_rows(sweep)
+    if "status" in lst.values:
+        rows = rows.filter(status=lst.values["status"])
+    if PROTOCOL in lst.values:
+        value = next(v for v in protocols if str(v) == lst.values[PROTOCOL])
+        rows = rows.filter(**{f"params__{PROTOCOL}": value})
+    page = listing.paginate(lst, rows, _trial_order(sweep))
+    trials = list(page.object_list)
+    # Places count over the whole sweep (its distinct parameter sets), not over this page.
+    distinct = list(sweep.trials.order_by().values_list("params", flat=True).distinct())
+    numbers = trialpage._point_numbers(sweep, distinct)
+    stats = sweep.trials.aggregate(n=Count("id"), last_rep=Max("repetition"))
+    reps = max(sweep.repetitions, (stats["last_rep"] or 0) + 1)
+    runs = max(sweep.trial_count, stats["n"])
+    by_pk = {
+        t.pk: trialpage.Place(
+            numbers.get(trialpage._params_key(t.params), 0),
+            len(numbers),
+            t.repetition + 1,
+            reps,
+            t.index + 1,
+            runs,
+        )
+        for t in trials
+    }
+    return {
+        "trials": trials,
+        "lst": lst,
+        "places": {"by_pk": by_pk, "points": len(numbers)},
+        "param_columns": services.param_columns(sweep),
+        "trials_query": lst.current_query if lst.current_query != "?" else "",
+    }
+
+
 @require_GET
 @researcher_required
 def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     sweep = _sweep_or_404(request, pk)
+    try:
+        trial_table = _trial_listing(request, sweep)
+    except listing.ListError as exc:
+        return listing.bad_request(exc)
     job = jobtypes.get_job(sweep.job_type)
     progress = services.progress(sweep)
     swept = list(sweep.grid_order or sweep.grid)
@@ -182,7 +310,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "swept": swept,
         "metrics": metrics,
         "presets": presets,
-        "trials": _trial_rows(sweep),
+        **trial_table,
         "can_cancel": not progress["finished"] and not sweep.is_cancelled,
         "tcg_caveat": services.tcg_caveat(sweep),
         # The thesis' findings that apply to this sweep (rd_qoe only), checked on its results.
@@ -199,9 +327,12 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 @researcher_required
 def sweep_trials(request: HttpRequest, pk: int) -> HttpResponse:
-    """The trial table alone, for the page's live refresh."""
+    """The trial table alone (same query string as the page), for the page's live refresh."""
     sweep = _sweep_or_404(request, pk)
-    ctx = {"sweep": sweep, "trials": _trial_rows(sweep), "param_columns": services.param_columns(sweep)}
+    try:
+        ctx = {"sweep": sweep, **_trial_listing(request, sweep)}
+    except listing.ListError as exc:
+        return listing.bad_request(exc)
     return render(request, "dashboard/_trial_table.html", ctx)
 
 

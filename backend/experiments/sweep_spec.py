@@ -22,12 +22,14 @@ from experiments.models import Experiment
 from hosts.models import WorkerHost
 from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 from qoelab.params import ParamsInvalid, validate_params
+from qoelab.sweeps import EMPTY_GRID
 
 if TYPE_CHECKING:
     from qoelab.jobs.base import JobType
 
 MAX_REPETITIONS = 1000
 MAX_ERRORS = 20  # a spec with thousands of bad values still gets a readable answer
+EMPTY_GRID_NAMES = 8  # parameters named in the empty-grid message before "…"
 
 
 class SpecError(Exception):
@@ -131,16 +133,12 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
 
     grid = spec.get("grid")
     fixed = spec.get("fixed", {}) if spec.get("fixed") is not None else {}
-    if not isinstance(grid, dict):
-        err(
-            "grid",
-            "required: an object {parameter: [values]}"
-            if grid is None
-            else "must be an object {parameter: [values]}",
-        )
+    if grid is None or grid == {}:
+        err("grid", empty_grid_message(job))
         grid = {}
-    elif not grid:
-        err("grid", "is empty: list at least one parameter with at least one value")
+    elif not isinstance(grid, dict):
+        err("grid", "must be an object {parameter: [values]}")
+        grid = {}
     for key, values in grid.items():
         if not isinstance(values, list):
             err(f"grid.{key}", "must be a list of values")
@@ -203,52 +201,87 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
             )
 
     if errors:
+        if job is not None and isinstance(fixed, dict):
+            # Check the values that are well formed too, so that one answer lists every problem.
+            names = set(jobtypes.param_names(job))
+            ok_grid = {k: v for k, v in grid.items() if k in names and isinstance(v, list) and v
+                       and all(_is_scalar(x) for x in v)}  # fmt: skip
+            ok_fixed = {k: v for k, v in fixed.items() if k in names and _is_scalar(v) and k not in grid}
+            left_out = (set(grid) | set(fixed)) - set(ok_grid) - set(ok_fixed)
+            for e in _value_errors(job, ok_grid, ok_fixed):
+                if _top(e["field"]) not in left_out and e not in errors:
+                    errors.append(e)
         raise SpecError(errors)
     assert job is not None
     return SweepSpec(experiment, new_experiment, job, name.strip(), grid, fixed, repetitions, order, seed)
 
 
-def _map_field(field: str, swept: str | None, index: int, s: SweepSpec) -> str:
+def empty_grid_message(job: JobType | None) -> str:
+    """The one wording for a spec that sweeps nothing (the API and the New-sweep form both say it)."""
+    if job is None:
+        return f"{EMPTY_GRID}one of the job type's parameters"
+    names = jobtypes.param_names(job)
+    shown = ", ".join(names[:EMPTY_GRID_NAMES]) + (", …" if len(names) > EMPTY_GRID_NAMES else "")
+    return f"{EMPTY_GRID}one of {shown}"
+
+
+def _top(field: str) -> str:
+    """'grid.loss[1]' -> 'loss'; 'fixed.rate' -> 'rate'; 'rate' -> 'rate'."""
+    parts = field.split(".")
+    name = parts[1] if parts[0] in ("grid", "fixed") and len(parts) > 1 else parts[0]
+    return name.split("[")[0]
+
+
+def _map_field(field: str, swept: str | None, index: int, grid: dict[str, Any], fixed: dict[str, Any]) -> str:
     """Name a pydantic error field after where the user wrote the value."""
     top = field.split(".")[0]
     if top == swept:
         return f"grid.{top}[{index}]"
-    if top in s.grid:
+    if top in grid:
         return f"grid.{top}[0]"
-    if top in s.fixed:
+    if top in fixed:
         return f"fixed.{top}"
     return top
+
+
+def _value_errors(job: JobType, grid: dict[str, list[Any]], fixed: dict[str, Any]) -> list[dict[str, str]]:
+    """Every written value against the job type's model, each error pinned on the value that caused it.
+
+    One validation per written value (sum of list lengths, not their product): grid.loss[1].
+    """
+    model: type[BaseModel] = job.params
+    keys = list(grid)
+    base = {**fixed, **{k: grid[k][0] for k in keys}}
+    errors: list[dict[str, str]] = []
+    probes: list[tuple[str | None, int, dict[str, Any]]] = [(None, 0, base)]
+    probes += [(k, i, {**base, k: v}) for k in keys for i, v in enumerate(grid[k]) if i > 0]
+    for swept, i, point in probes:
+        try:
+            validate_params(model, point)
+        except ParamsInvalid as exc:
+            for e in exc.errors:
+                msg = e["message"]
+                if msg == "is required":
+                    msg = f"is required by job type {job.name!r}: set it in fixed or grid"
+                found = {"field": _map_field(e["field"], swept, i, grid, fixed), "message": msg}
+                if found not in errors:
+                    errors.append(found)
+    return errors
 
 
 def check_values(s: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any], list[str]]]:
     """Validate every value, then every grid point; return (params, resolved, requires) per point."""
     model: type[BaseModel] = s.job.params
     keys = list(s.grid)
-    base = {**s.fixed, **{k: s.grid[k][0] for k in keys}}
-    errors: list[dict[str, str]] = []
+    errors = _value_errors(s.job, s.grid, s.fixed)
+    if errors:
+        raise SpecError(errors)
     seen: set[tuple[str, str]] = set()
 
     def add(field: str, message: str) -> None:
         if (field, message) not in seen:
             seen.add((field, message))
             errors.append({"field": field, "message": message})
-
-    # One validation per written value (sum of list lengths, not their product) pins each error
-    # on the value that caused it: grid.loss[1].
-    probes: list[tuple[str | None, int, dict[str, Any]]] = [(None, 0, base)]
-    probes += [(k, i, {**base, k: v}) for k in keys for i, v in enumerate(s.grid[k]) if i > 0]
-    for swept, i, point in probes:
-        try:
-            validate_params(model, point)
-        except ParamsInvalid as exc:
-            for e in exc.errors:
-                field = _map_field(e["field"], swept, i, s)
-                msg = e["message"]
-                if msg == "is required":
-                    msg = f"is required by job type {s.job.name!r}: set it in fixed or grid"
-                add(field, msg)
-    if errors:
-        raise SpecError(errors)
 
     # Every combination, for rules that span parameters (model validators) and the SI values.
     out = []
@@ -304,3 +337,12 @@ def _check_tcp_offered(s: SweepSpec, points: list[tuple[dict[str, Any], dict[str
             "message": f"no worker's kernel offers TCP congestion control {', '.join(map(repr, missing))} "
             f"(the workers offer {', '.join(sorted(offered)) or 'none'})",
         }])  # fmt: skip
+
+
+def spec_errors(spec: Any, user: Any) -> list[dict[str, str]]:
+    """Every problem of ``spec`` (structure, values, points) without writing anything; [] when valid."""
+    try:
+        check_values(check_structure(spec, user))
+    except SpecError as exc:
+        return exc.errors
+    return []

@@ -10,12 +10,14 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
+from django.db.models import Count, Q
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from dashboard import listing
 from dashboard.access import researcher_required, sweeps_for
 from experiments import jobtypes
 from experiments.lifecycle import parse_archived
@@ -92,18 +94,60 @@ def _campaign_or_404(request: HttpRequest, pk: int) -> Campaign:
     return get_object_or_404(campaigns.owned_campaigns(request.user), pk=pk)
 
 
+CAMPAIGN_SORTS = {"name": "Name", "created": "Created", "status": "Status", "mode": "Mode"}
+CAMPAIGN_ORDER = {
+    "name": ["name"],
+    "created": ["created"],
+    "status": ["status", "name"],
+    "mode": ["mode", "name"],
+}
+
+
 @require_GET
 @researcher_required
 def campaign_list(request: HttpRequest) -> HttpResponse:
-    """Current campaigns; ``?archived=1`` the archived ones, ``?archived=all`` both."""
+    """Current campaigns; ``?archived=1`` the archived ones, ``?archived=all`` both. Paginated, sorted
+    and filtered by status, mode and (staff) owner as dashboard.listing says; counts are annotated."""
     try:
         archived = parse_archived(request.GET.get("archived"))
     except ValueError as exc:
         return HttpResponseBadRequest(f"archived: {exc}", content_type="text/plain")
     owned = campaigns.listed_campaigns(request.user, archived)
-    rows = [{"c": c, "p": analysis.progress(c)} for c in owned]
+    filters = [
+        listing.Filter("status", "Status", choices=[(v, v) for v in CampaignStatus.values]),
+        listing.Filter("mode", "Mode", choices=[(v, v) for v in CampaignMode.values]),
+        listing.Filter("q", "Name contains", kind="text"),
+    ]
+    if request.user.is_staff:
+        owners = owned.order_by("owner__username").values_list("owner__username", flat=True).distinct()
+        filters.append(listing.Filter("owner", "Owner", choices=[(o, o) for o in owners]))
+    try:
+        lst = listing.parse(
+            request, sorts=CAMPAIGN_SORTS, default_sort="-created", filters=filters, keep=["archived"]
+        )
+        where: dict[str, Any] = {}
+        for name, lookup in (("status", "status"), ("mode", "mode"), ("owner", "owner__username")):
+            if name in lst.values:
+                where[lookup] = lst.values[name]
+        if "q" in lst.values:
+            where["name__icontains"] = lst.values["q"]
+        rows = owned.filter(**where).annotate(
+            n_conditions=Count("conditions", distinct=True),
+            n_invited=Count("evaluators", distinct=True),
+            n_started=Count("evaluators", filter=Q(evaluators__consent_at__isnull=False), distinct=True),
+            n_finished=Count("evaluators", filter=Q(evaluators__finished_at__isnull=False), distinct=True),
+        )
+        page = listing.paginate(lst, rows, CAMPAIGN_ORDER)
+    except listing.ListError as exc:
+        return listing.bad_request(exc)
     n_archived = campaigns.listed_campaigns(request.user, True).count()
-    ctx = {"rows": rows, "archived": archived, "n_archived": n_archived}
+    ctx = {
+        "campaigns": page.object_list,
+        "lst": lst,
+        "any_campaigns": lst.count > 0 or lst.filtered,
+        "archived": archived,
+        "n_archived": n_archived,
+    }
     return render(request, "ratings/campaign_list.html", ctx)
 
 

@@ -54,7 +54,12 @@ def chromium_page(chromium: Any) -> Iterator[Any]:
     problems: list[str] = []
     page.on("console", lambda m: problems.append(f"console: {m.text}") if m.type == "error" else None)
     page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-    page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url}"))
+    # A request the page itself abandoned (it navigated away while a chart was loading) is not a
+    # failure: Chromium reports it as net::ERR_ABORTED, every real failure with another reason.
+    page.on(
+        "requestfailed",
+        lambda r: None if r.failure == "net::ERR_ABORTED" else problems.append(f"request failed: {r.url}"),
+    )
     page.qoelab_problems = problems
     yield page
     context.close()

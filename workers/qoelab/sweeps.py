@@ -30,6 +30,12 @@ from qoelab.errors import QoelabError
 from qoelab.params import field_errors
 from qoelab.specfile import SpecError
 
+# One wording for a sweep with nothing to sweep, here (a spec file) and in the backend (the form and
+# the API), which names the job type's parameters after it.
+EMPTY_GRID = (
+    "Nothing to sweep, the grid is empty: sweep at least one parameter by giving values to sweep for "
+)
+
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
@@ -56,7 +62,7 @@ class SweepSpec(BaseModel):
     @classmethod
     def _grid_lists_not_empty(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
         if not grid:
-            raise ValueError("is empty: list at least one parameter with at least one value")
+            raise ValueError(f"{EMPTY_GRID}one of the job type's parameters")
         for key, values in grid.items():
             if not values:
                 raise ValueError(f"grid.{key} is empty: list at least one value")

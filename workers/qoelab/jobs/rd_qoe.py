@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
@@ -41,66 +41,141 @@ VM_CAPS: dict[str, frozenset[str]] = {
 }
 
 
+# The New-sweep form's groups of parameters, in order (JSON-schema metadata only: ``x-group`` on each
+# field, ``x-groups`` on the model; validation does not read them).
+PARAM_GROUPS = (
+    ("link", "Link", "the emulated path, its TCP settings and the link verification"),
+    (
+        "protocol",
+        "Protocol settings",
+        "the remote-desktop protocol, where its server runs, and each protocol's knobs",
+    ),
+    ("driver", "Slow-motion driver", "workload pages, silence and pause per update, timeouts"),
+    ("recording", "Recording", "WebM videos for recorded-mode ratings"),
+)
+
+
+def _group(name: str) -> dict[str, str]:
+    return {"x-group": name}
+
+
+def _schema_groups(schema: dict[str, Any]) -> None:
+    """The groups in order, and the shared link fields (declared in LinkParams) in the link group."""
+    schema["x-groups"] = [{"name": n, "title": t, "description": d} for n, t, d in PARAM_GROUPS]
+    for name in LinkParams.model_fields:
+        schema.get("properties", {}).get(name, {}).setdefault("x-group", "link")
+
+
 class RdQoeParams(LinkParams):
     """The link (shared fields), the protocol and its settings, and the slow-motion driver's knobs."""
 
-    protocol: Literal["vnc", "spice", "x2go"] = Field(description="remote-desktop protocol")
+    model_config = ConfigDict(json_schema_extra=_schema_groups)
+
+    protocol: Literal["vnc", "spice", "x2go"] = Field(
+        description="remote-desktop protocol", json_schema_extra=_group("protocol")
+    )
     server: Literal["namespace", "vm"] = Field(
         default="namespace",
         description="where the desktop runs: the server network namespace, or a QEMU guest in it "
         "(VNC and SPICE by QEMU itself, X2Go by x2goserver in the guest)",
+        json_schema_extra=_group("protocol"),
     )
     vm_start: Literal["snapshot", "cold"] = Field(
         default="snapshot",
         description="server vm: restore the guest from the host's saved state (made once per host and "
         "image), or boot it for every trial",
+        json_schema_extra=_group("protocol"),
     )
-    seed: int = Field(default=1, ge=0, le=2**31 - 1, description="workload pages and link PRNG seed")
+    seed: int = Field(
+        default=1,
+        ge=0,
+        le=2**31 - 1,
+        description="workload pages and link PRNG seed",
+        json_schema_extra=_group("driver"),
+    )
     quiet: p.Duration(0.05, 10.0) = Field(  # type: ignore[valid-type]
-        default=0.5, description="Q: server silence that ends an update"
+        default=0.5,
+        description="Q: server silence that ends an update",
+        json_schema_extra=_group("driver"),
     )
-    pause: p.Duration(0.0, 60.0) = Field(default=0.5, description="P: pause after each update")  # type: ignore[valid-type]
+    pause: p.Duration(0.0, 60.0) = Field(
+        default=0.5, description="P: pause after each update", json_schema_extra=_group("driver")
+    )  # type: ignore[valid-type]
     update_timeout: p.Duration(1.0, 600.0) = Field(  # type: ignore[valid-type]
-        default=30.0, description="an update not finished after this long is recorded as timed out"
+        default=30.0,
+        description="an update not finished after this long is recorded as timed out",
+        json_schema_extra=_group("driver"),
     )
     verify_duration: p.Duration(1.0, 30.0) = Field(  # type: ignore[valid-type]
-        default=2.0, description="seconds per TCP test of the link verification at the trial's start"
+        default=2.0,
+        description="seconds per TCP test of the link verification at the trial's start",
+        json_schema_extra=_group("link"),
     )
     verify: Literal["once", "every"] = Field(
         default="once",
         description="link verification: once = in full on a worker host's first trial of this condition "
         "(per hour), then a 10-ping check of RTT; every = in full on every trial (docs/throughput.md)",
+        json_schema_extra=_group("link"),
     )
     record: bool = Field(
         default=False,
         description="record the client display and a locally rendered reference as WebM videos "
         "(recorded-mode ratings); costs CPU during the trial and about the trial's length again after it",
+        json_schema_extra=_group("recording"),
     )
     # After the durations and record: its validator checks the time budget with them.
-    pages: int = Field(default=5, ge=1, le=100, description="screen updates (clicks) per trial")
+    pages: int = Field(
+        default=5,
+        ge=1,
+        le=100,
+        description="screen updates (clicks) per trial",
+        json_schema_extra=_group("driver"),
+    )
     vnc_server: Literal["x11vnc", "tigervnc"] = Field(
-        default="x11vnc", description="VNC server program (x11vnc on Xvfb, or TigerVNC Xvnc)"
+        default="x11vnc",
+        description="VNC server program (x11vnc on Xvfb, or TigerVNC Xvnc)",
+        json_schema_extra=_group("protocol"),
     )
     vnc_qemu_adaptive: bool = Field(
         default=True,
         description="server vm, VNC: QEMU's adaptive tight encoding (its default: JPEG only for areas that "
         "change often, so slow-motion updates go lossless); false adds -vnc non-adaptive=on",
+        json_schema_extra=_group("protocol"),
     )
-    vnc_compresslevel: int = Field(default=9, ge=0, le=9, description="TightVNC viewer -compresslevel")
-    vnc_quality: int = Field(default=5, ge=0, le=9, description="TightVNC viewer JPEG -quality")
+    vnc_compresslevel: int = Field(
+        default=9,
+        ge=0,
+        le=9,
+        description="TightVNC viewer -compresslevel",
+        json_schema_extra=_group("protocol"),
+    )
+    vnc_quality: int = Field(
+        default=5,
+        ge=0,
+        le=9,
+        description="TightVNC viewer JPEG -quality",
+        json_schema_extra=_group("protocol"),
+    )
     spice_image_compression: Literal["auto_glz", "auto_lz", "quic", "glz", "lz", "off"] = Field(
-        default="auto_glz", description="SPICE server image compression"
+        default="auto_glz",
+        description="SPICE server image compression",
+        json_schema_extra=_group("protocol"),
     )
     x2go_link: Literal["modem", "isdn", "adsl", "wan", "lan"] = Field(
-        default="adsl", description="X2Go link quality"
+        default="adsl",
+        description="X2Go link quality",
+        json_schema_extra=_group("protocol"),
     )
-    x2go_pack: str = Field(default="16m-jpeg-9", description="X2Go compression method")
+    x2go_pack: str = Field(
+        default="16m-jpeg-9", description="X2Go compression method", json_schema_extra=_group("protocol")
+    )
     x2go_irlimit: int = Field(
         default=1_000_000,
         ge=0,
         le=10**9,
         description="nxagent -irlimit (kB/s): above any link rate, so a page drawn at link adsl is sent at "
         "once; 0 = stock nxagent, which holds it ~4 s on an idle desktop (docs/rd-benchmark.md)",
+        json_schema_extra=_group("protocol"),
     )
 
     @field_validator("x2go_pack")
