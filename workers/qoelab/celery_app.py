@@ -250,7 +250,13 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def _marker_alive(info: dict[str, Any]) -> bool:
     try:
-        return abs(psutil.Process(int(info["pid"])).create_time() - float(info["create_time"])) < 0.01
+        proc = psutil.Process(int(info["pid"]))
+        # A zombie runs nothing: a killed worker's pool process stays one until init reaps it (some
+        # inits take a second, some never do), and its trial is lost, not running.
+        return (
+            abs(proc.create_time() - float(info["create_time"])) < 0.01
+            and proc.status() != psutil.STATUS_ZOMBIE
+        )
     except (psutil.Error, KeyError, ValueError, TypeError):
         return False
 

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import psutil
@@ -108,11 +109,52 @@ def terminate_x2go_sessions(prefix: str, server_ns: str, timeout: float = 10.0) 
     return ended
 
 
+def finish_x2go_sessions(prefix: str, timeout: float = 10.0) -> list[str]:
+    """Mark the trial's X2Go sessions finished in X2Go's session database; returns their names.
+
+    A killed trial's session stays listed as running; one killed while x2gostartagent ran is listed
+    with an empty agent PID and ports, a line the X2Go client cannot parse: every later X2Go
+    session of the RD user would fail ("x2golistsessions command failed after we have tried 20
+    times"). Only the database changes here; the session's processes are killed by the caller.
+    """
+    from qoelab.rd.desktop import RD_USER
+
+    changestatus = "/usr/lib/x2go/x2gochangestatus"  # `x2gopath libexec`
+    if not _rd_homes() or shutil.which("x2golistsessions") is None or not os.path.exists(changestatus):
+        return []
+    as_user = ["runuser", "-u", RD_USER, "--"]
+    try:
+        out = subprocess.run([*as_user, "x2golistsessions"], capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        log.warning("x2golistsessions: %s", err)
+        return []
+    finished = []
+    # Lines are agent_pid|session|display|server|status|...; the session names its command.
+    for session in (line.split("|")[1] for line in out.stdout.splitlines() if line.count("|") > 1):
+        if f"_stDqoelab-rd-{prefix}" not in session:
+            continue
+        try:
+            res = subprocess.run([*as_user, changestatus, "F", session], capture_output=True, text=True,
+                                 timeout=timeout)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as err:
+            log.warning("x2gochangestatus F %s: %s", session, err)
+            continue
+        if res.returncode == 0:
+            finished.append(session)
+        else:
+            log.warning(
+                "x2gochangestatus F %s exited %d: %s", session, res.returncode, res.stderr.strip()[-200:]
+            )
+    return finished
+
+
 def cleanup_leftovers(prefix: str, namespaces: list[str] | None = None) -> list[str]:
-    """Kill the trial's processes, drop stale X locks and session files; return what went."""
+    """Kill the trial's processes, finish its X2Go sessions, drop stale X locks and session files;
+    return what went."""
     if not _PREFIX_OK.fullmatch(prefix):
         raise ValueError(f"prefix must be 2-21 lowercase letters, digits or '-', got {prefix!r}")
     removed: list[str] = kill_processes(find_processes(prefix, namespaces), log)
+    removed += [f"x2go session {s}" for s in finish_x2go_sessions(prefix)]
     lo, hi = DISPLAY_RANGE
     for lock in glob.glob("/tmp/.X*-lock"):
         m = re.fullmatch(r"/tmp/\.X(\d+)-lock", lock)
