@@ -6,7 +6,6 @@ Wide content (tables, JSON) scrolls inside its own box; the page itself never sc
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,21 +37,11 @@ OVERFLOW_JS = """(w) => {
 
 
 @pytest.fixture
-def lab(alice: Any, settings: Any, tmp_path: Path) -> dict[str, Any]:
-    from ratings import campaigns, demo
+def lab(alice: Any, recorded_sweep: Any) -> dict[str, Any]:
+    from ratings import campaigns
 
-    settings.MEDIA_ROOT = tmp_path / "media"
-    points = [
-        {"protocol": p, "rate": "1mbit", "delay": d} for p in ("vnc", "spice") for d in ("10ms", "100ms")
-    ]
-    sweep = demo.demo_sweep(alice, points)
-    ref = demo.make_video(tmp_path / "reference.webm", seconds=1.0)
-    deg = demo.make_video(tmp_path / "degraded.webm", degraded=True, seconds=1.0)
-    for trial in sweep.trials.all():
-        demo.add_video_artifact(trial, ref, reference=True)
-        demo.add_video_artifact(trial, deg)
-    campaign = campaigns.create_campaign(alice, name="phone check", sweep=sweep, seed=3)
-    return {"sweep": sweep, "trial": sweep.trials.first(), "campaign": campaign}
+    campaign = campaigns.create_campaign(alice, name="phone check", sweep=recorded_sweep, seed=3)
+    return {"sweep": recorded_sweep, "trial": recorded_sweep.trials.first(), "campaign": campaign}
 
 
 def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
