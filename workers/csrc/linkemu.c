@@ -15,6 +15,12 @@
  * latency in a VM is 50-100 us; when spinning would take more than a quarter
  * of the time (high packet rates) it sleeps to the deadline instead.
  *
+ * With `prio=1` a direction's rate stage is instead a real two-class queue (two FIFOs and a
+ * "busy until" time) served at service time: DSCP EF packets first, non-preemptive, one shared
+ * packet/byte limit, and a high packet pushes low ones out of the tail when the buffer is full.
+ * The FIFO path (prio=0) is untouched by it.  `--records-up/--records-down PATH` write one
+ * 48-byte record per packet (rec_t below; docs/emulation.md has the table).
+ *
  * Protocol with the driver: prints `ready` on stdout once both devices exist;
  * SIGUSR1 prints one JSON stats line; SIGTERM/SIGINT, the end of stdin (when
  * stdin is a pipe) or the parent's death make it print the final stats line
@@ -31,6 +37,7 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -60,6 +67,11 @@
 #define DEFAULT_LIMIT_PKTS 1000 /* netem's default limit */
 #define DEFAULT_MAX_INFLIGHT 131072
 #define SPIN_WINDOW_NS (20 * 1000 * 1000LL)
+#define DSCP_EF 46
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "packet records are written in host order, which must be little-endian"
+#endif
 
 /* ------------------------------------------------------------------------- */
 /* PRNG: xoshiro256**, seeded through splitmix64 so runs are reproducible.    */
@@ -125,7 +137,41 @@ typedef struct {
 	double ge_p, ge_r, ge_bad_loss, ge_good_loss; /* probabilities 0..1 */
 	long limit_pkts;  /* 0 = none */
 	long limit_bytes; /* 0 = none */
+	int prio;         /* two-class strict-priority queue instead of the virtual FIFO */
 } dir_cfg_t;
+
+/* One packet record, written as is (little-endian, 48 bytes; records.py mirrors it).  The
+ * explicit padding keeps the layout independent of the compiler. */
+enum { CLS_HIGH = 0, CLS_LOW = 1 };
+enum { FATE_FORWARDED = 0, FATE_TAILDROP = 1, FATE_LOSS = 2, FATE_PUSHED_OUT = 3, FATE_OTHER = 4 };
+
+typedef struct {
+	int64_t arrival_ns;
+	int64_t start_ns;
+	int64_t depart_ns;
+	uint32_t backlog_bytes;
+	uint16_t ip_len;
+	uint16_t payload_len;
+	uint32_t seq;
+	uint16_t sport, dport;
+	uint8_t tcp_flags;
+	uint8_t cls;
+	uint8_t fate;
+	uint8_t pad[5];
+} rec_t;
+_Static_assert(sizeof(rec_t) == 48, "rec_t must stay 48 bytes: records.py reads it");
+
+/* A packet waiting in the two-class queue; its record is completed when its fate is known. */
+typedef struct {
+	rec_t r;
+	uint32_t slot;
+	uint32_t len;
+} qent_t;
+
+typedef struct {
+	qent_t *q;
+	uint32_t head, n, cap;
+} ring_t;
 
 typedef struct {
 	int64_t depart;
@@ -160,6 +206,16 @@ typedef struct {
 	uint32_t txq_head, txq_n;
 	uint64_t txq_bytes;
 	int64_t last_tx_end;
+	/* prio=1: the real queue.  wait_* cover both rings, svc_len the packet being serialised
+	 * until busy_until (counted in the limit until then). */
+	ring_t ring[2]; /* indexed by CLS_HIGH / CLS_LOW */
+	uint64_t wait_bytes, wait_cls_bytes[2];
+	int64_t busy_until;
+	uint32_t svc_len;
+	uint64_t pushed_out, queue_drops_high, rx_cls[2], served_cls[2];
+	/* --records-*: NULL when off, so the packet path pays one pointer test */
+	FILE *rec;
+	uint64_t records;
 	/* counters */
 	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
 	uint64_t loss_drops, queue_drops, overflow_drops, tx_errors, oversize_drops;
@@ -303,15 +359,253 @@ static int64_t draw_jitter(dir_t *d)
 	return (int64_t)llround((2.0 * rng_unit(&d->rng) - 1.0) * (double)c->jitter_ns);
 }
 
+/* Classify a packet and fill the header fields of its record.  Everything is bounds-checked:
+ * a TUN device delivers whatever the namespace's stack sends, including truncated packets. */
+static void parse_packet(const unsigned char *p, uint32_t len, int64_t t, rec_t *r)
+{
+	memset(r, 0, sizeof *r);
+	r->arrival_ns = t;
+	r->start_ns = r->depart_ns = -1;
+	r->ip_len = len > UINT16_MAX ? UINT16_MAX : (uint16_t)len;
+	r->cls = CLS_LOW;
+	if (len < 1)
+		return;
+	uint32_t hl, plen;
+	int proto;
+	if (p[0] >> 4 == 4) {
+		if (len < 20)
+			return;
+		if (p[1] >> 2 == DSCP_EF)
+			r->cls = CLS_HIGH;
+		hl = (uint32_t)(p[0] & 0x0f) * 4;
+		uint32_t tot = (uint32_t)p[2] << 8 | p[3];
+		if (hl < 20 || hl > len || tot < hl)
+			return;
+		/* A fragment (MF set or an offset) carries no whole TCP segment: payload stays 0. */
+		if ((((uint32_t)p[6] << 8 | p[7]) & 0x3fff) != 0)
+			return;
+		proto = p[9];
+		plen = (tot < len ? tot : len) - hl;
+	} else if (p[0] >> 4 == 6) {
+		if (len < 40)
+			return;
+		if ((((p[0] & 0x0f) << 4 | p[1] >> 4) >> 2) == DSCP_EF)
+			r->cls = CLS_HIGH;
+		hl = 40;
+		proto = p[6]; /* extension headers are not followed: such packets count as non-TCP */
+		uint32_t pl = (uint32_t)p[4] << 8 | p[5];
+		plen = pl < len - 40 ? pl : len - 40;
+	} else {
+		return;
+	}
+	if (proto != IPPROTO_TCP && proto != IPPROTO_UDP)
+		return;
+	if (plen < (proto == IPPROTO_TCP ? 20u : 8u))
+		return;
+	const unsigned char *th = p + hl;
+	/* Ports for UDP too: they are what tells flows apart in a record file. */
+	r->sport = (uint16_t)(th[0] << 8 | th[1]);
+	r->dport = (uint16_t)(th[2] << 8 | th[3]);
+	if (proto != IPPROTO_TCP)
+		return;
+	r->seq = (uint32_t)th[4] << 24 | (uint32_t)th[5] << 16 | (uint32_t)th[6] << 8 | th[7];
+	r->tcp_flags = th[13];
+	uint32_t doff = (uint32_t)(th[12] >> 4) * 4;
+	if (doff >= 20 && doff <= plen)
+		r->payload_len = (uint16_t)(plen - doff);
+}
+
+static uint64_t rec_errors;
+
+static void rec_write(dir_t *d, const rec_t *r)
+{
+	if (fwrite(r, sizeof *r, 1, d->rec) != 1)
+		rec_errors++;
+	d->records++;
+}
+
+static inline uint32_t clamp_u32(uint64_t x) { return x > UINT32_MAX ? UINT32_MAX : (uint32_t)x; }
+
+/* The FIFO queue at time t (only for records: on_arrival retires inline, as it always did). */
+static uint64_t fifo_backlog(dir_t *d, int64_t t)
+{
+	while (d->txq_n > 0 && d->txq[d->txq_head].tx_end <= t) {
+		d->txq_bytes -= d->txq[d->txq_head].len;
+		d->txq_head = (d->txq_head + 1) % d->max_slots;
+		d->txq_n--;
+	}
+	return d->txq_bytes;
+}
+
+/* ---- prio=1: two FIFOs served at service time ---------------------------------------- */
+
+static inline qent_t *ring_at(ring_t *q, uint32_t i) { return &q->q[(q->head + i) % q->cap]; }
+
+static inline void ring_push(ring_t *q, const qent_t *e)
+{
+	*ring_at(q, q->n) = *e;
+	q->n++;
+}
+
+static inline qent_t ring_pop_head(ring_t *q)
+{
+	qent_t e = q->q[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->n--;
+	return e;
+}
+
+static inline qent_t ring_pop_tail(ring_t *q)
+{
+	q->n--;
+	return *ring_at(q, q->n);
+}
+
+/* When the next packet can start serialisation: after the one in service, and not before the
+ * earliest waiting packet arrived.  INT64_MAX when nothing waits. */
+static int64_t prio_next_start(dir_t *d)
+{
+	ring_t *hi = &d->ring[CLS_HIGH], *lo = &d->ring[CLS_LOW];
+	int64_t a = INT64_MAX;
+	if (hi->n)
+		a = hi->q[hi->head].r.arrival_ns;
+	if (lo->n && lo->q[lo->head].r.arrival_ns < a)
+		a = lo->q[lo->head].r.arrival_ns;
+	if (a == INT64_MAX)
+		return a;
+	return a > d->busy_until ? a : d->busy_until;
+}
+
+/* Start every service whose start time s is before `now`.  Strictly before: a packet read at
+ * `now` may be high priority and must be able to win a service starting at `now`.  Starts use
+ * the virtual time s, not the (slightly later) time of the decision, so the rate stays exact. */
+static void prio_service(dir_t *d, int64_t now)
+{
+	dir_cfg_t *c = &d->cfg;
+	for (;;) {
+		int64_t s = prio_next_start(d);
+		if (s >= now)
+			return;
+		ring_t *hi = &d->ring[CLS_HIGH];
+		ring_t *q = hi->n && hi->q[hi->head].r.arrival_ns <= s ? hi : &d->ring[CLS_LOW];
+		qent_t e = ring_pop_head(q);
+		d->wait_bytes -= e.len;
+		d->wait_cls_bytes[e.r.cls] -= e.len;
+		int64_t tx_end = s + (int64_t)llround((double)e.len * 8.0 * 1e9 / c->rate_bps);
+		d->busy_until = tx_end;
+		d->svc_len = e.len;
+		d->served_cls[e.r.cls]++;
+
+		/* The delay line, with the same in-order rule as the FIFO path. */
+		int64_t depart = tx_end + c->delay_ns + draw_jitter(d);
+		if (depart < tx_end)
+			depart = tx_end;
+		if (!c->reorder && depart < d->last_depart)
+			depart = d->last_depart;
+		d->last_depart = depart > d->last_depart ? depart : d->last_depart;
+		pkt_t p = {.depart = depart, .seq = d->seq++, .slot = e.slot, .len = e.len};
+		heap_push(d, p);
+		if (d->rec) {
+			e.r.start_ns = s;
+			e.r.depart_ns = depart;
+			e.r.fate = FATE_FORWARDED;
+			rec_write(d, &e.r);
+		}
+	}
+}
+
+static inline int fits(const dir_cfg_t *c, uint64_t pkts, uint64_t bytes, uint32_t len)
+{
+	return !(c->limit_pkts > 0 && pkts >= (uint64_t)c->limit_pkts) &&
+	       !(c->limit_bytes > 0 && bytes + len > (uint64_t)c->limit_bytes);
+}
+
+static void prio_drop(dir_t *d, qent_t *e, int fate)
+{
+	if (d->rec) {
+		e->r.fate = (uint8_t)fate;
+		rec_write(d, &e->r);
+	}
+	slot_free(d, e->slot);
+}
+
+static void prio_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
+{
+	dir_cfg_t *c = &d->cfg;
+	qent_t e = {.slot = slot, .len = len};
+	parse_packet(slot_ptr(d, slot), len, t, &e.r);
+	d->rx_pkts++;
+	d->rx_bytes += len;
+	d->rx_cls[e.r.cls]++;
+
+	/* Start what should have started before this packet came, so it sees the queue as of t. */
+	prio_service(d, t);
+	int busy = d->busy_until > t;
+	ring_t *lo = &d->ring[CLS_LOW];
+	uint64_t qpkts = d->ring[CLS_HIGH].n + lo->n + (uint64_t)busy;
+	uint64_t qbytes = d->wait_bytes + (busy ? d->svc_len : 0);
+	e.r.backlog_bytes = clamp_u32(qbytes);
+
+	if (lose_packet(d)) {
+		d->loss_drops++;
+		prio_drop(d, &e, FATE_LOSS);
+		return;
+	}
+	if (!fits(c, qpkts, qbytes, len) && e.r.cls == CLS_HIGH) {
+		/* Push out low packets from the tail (never the one in service), but only when that
+		 * makes room: destroying low packets and then dropping the high one helps nobody. */
+		if (fits(c, qpkts - lo->n, qbytes - d->wait_cls_bytes[CLS_LOW], len)) {
+			while (!fits(c, qpkts, qbytes, len)) {
+				qent_t v = ring_pop_tail(lo);
+				qpkts--;
+				qbytes -= v.len;
+				d->wait_bytes -= v.len;
+				d->wait_cls_bytes[CLS_LOW] -= v.len;
+				d->pushed_out++;
+				prio_drop(d, &v, FATE_PUSHED_OUT);
+			}
+		}
+	}
+	if (!fits(c, qpkts, qbytes, len)) {
+		d->queue_drops++;
+		if (e.r.cls == CLS_HIGH)
+			d->queue_drops_high++;
+		prio_drop(d, &e, FATE_TAILDROP);
+		return;
+	}
+	ring_push(&d->ring[e.r.cls], &e);
+	d->wait_bytes += len;
+	d->wait_cls_bytes[e.r.cls] += len;
+	if (qpkts + 1 > d->max_backlog_pkts)
+		d->max_backlog_pkts = qpkts + 1;
+	if (qbytes + len > d->max_backlog_bytes)
+		d->max_backlog_bytes = qbytes + len;
+}
+
 /* Decide the fate of a packet that was just read into `slot`. */
 static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 {
 	dir_cfg_t *c = &d->cfg;
+	if (c->prio) {
+		prio_arrival(d, slot, len, t);
+		return;
+	}
+	/* Records only: the FIFO decisions below are the calibrated ones and do not read `r`. */
+	rec_t r;
+	if (d->rec) {
+		parse_packet(slot_ptr(d, slot), len, t, &r);
+		r.backlog_bytes = c->rate_bps > 0 ? clamp_u32(fifo_backlog(d, t)) : 0;
+		d->rx_cls[r.cls]++;
+	}
 	d->rx_pkts++;
 	d->rx_bytes += len;
 
 	if (lose_packet(d)) {
 		d->loss_drops++;
+		if (d->rec) {
+			r.fate = FATE_LOSS;
+			rec_write(d, &r);
+		}
 		slot_free(d, slot);
 		return;
 	}
@@ -327,10 +621,16 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 		if ((c->limit_pkts > 0 && d->txq_n >= (uint64_t)c->limit_pkts) ||
 		    (c->limit_bytes > 0 && d->txq_bytes + len > (uint64_t)c->limit_bytes)) {
 			d->queue_drops++;
+			if (d->rec) {
+				r.fate = FATE_TAILDROP;
+				rec_write(d, &r);
+			}
 			slot_free(d, slot);
 			return;
 		}
 		int64_t start = t > d->last_tx_end ? t : d->last_tx_end;
+		if (d->rec)
+			r.start_ns = start;
 		tx_end = start + (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps);
 		d->last_tx_end = tx_end;
 		uint32_t tail = (d->txq_head + d->txq_n) % d->max_slots;
@@ -353,6 +653,30 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 
 	pkt_t p = {.depart = depart, .seq = d->seq++, .slot = slot, .len = len};
 	heap_push(d, p);
+	if (d->rec) {
+		if (c->rate_bps <= 0)
+			r.start_ns = t;
+		r.depart_ns = depart;
+		r.fate = FATE_FORWARDED;
+		d->served_cls[r.cls]++;
+		rec_write(d, &r);
+	}
+}
+
+/* Record a packet dropped before the queue (pool exhausted, larger than a slot). */
+static void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t t)
+{
+	rec_t r;
+	parse_packet(p, len, t, &r);
+	if (d->cfg.prio) {
+		int busy = d->busy_until > t;
+		r.backlog_bytes = clamp_u32(d->wait_bytes + (busy ? d->svc_len : 0));
+	} else if (d->cfg.rate_bps > 0) {
+		r.backlog_bytes = clamp_u32(fifo_backlog(d, t));
+	}
+	d->rx_cls[r.cls]++;
+	r.fate = FATE_OTHER;
+	rec_write(d, &r);
 }
 
 /* Read what the kernel has queued on d->in_fd (bounded batch). */
@@ -369,6 +693,8 @@ static void read_side(dir_t *d)
 			d->rx_pkts++;
 			d->rx_bytes += (uint64_t)n;
 			d->overflow_drops++;
+			if (d->rec)
+				record_other(d, scratch, (uint32_t)n, now_ns());
 			continue;
 		}
 		ssize_t n = read(d->in_fd, slot_ptr(d, slot), g_slot_size);
@@ -380,6 +706,8 @@ static void read_side(dir_t *d)
 		}
 		if ((size_t)n >= g_slot_size) {
 			d->oversize_drops++;
+			if (d->rec)
+				record_other(d, slot_ptr(d, slot), (uint32_t)n, now_ns());
 			slot_free(d, slot);
 			continue;
 		}
@@ -434,10 +762,18 @@ static void print_dir(FILE *f, dir_t *d)
 		",\"bytes\":%" PRIu64 ",\"dropped_loss\":%" PRIu64 ",\"dropped_queue\":%" PRIu64
 		",\"dropped_overflow\":%" PRIu64 ",\"dropped_oversize\":%" PRIu64 ",\"tx_errors\":%" PRIu64
 		",\"queued\":%u,\"max_backlog_packets\":%" PRIu64 ",\"max_backlog_bytes\":%" PRIu64
-		",\"late_p50_us\":%.1f,\"late_p99_us\":%.1f,\"late_max_us\":%.1f}",
+		",\"late_p50_us\":%.1f,\"late_p99_us\":%.1f,\"late_max_us\":%.1f"
+		",\"prio\":%d,\"dropped_queue_high\":%" PRIu64 ",\"pushed_out\":%" PRIu64
+		",\"waiting_high\":%u,\"waiting_low\":%u"
+		",\"rx_high_packets\":%" PRIu64 ",\"rx_low_packets\":%" PRIu64
+		",\"tx_high_packets\":%" PRIu64 ",\"tx_low_packets\":%" PRIu64
+		",\"records\":%" PRIu64 ",\"record_errors\":%" PRIu64 "}",
 		d->name, d->rx_pkts, d->rx_bytes, d->tx_pkts, d->tx_bytes, d->loss_drops, d->queue_drops,
 		d->overflow_drops, d->oversize_drops, d->tx_errors, d->heap_n, d->max_backlog_pkts,
-		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3);
+		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
+		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
+		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
+		d->records, rec_errors);
 }
 
 static void print_stats(dir_t *up, dir_t *down, const char *event)
@@ -527,7 +863,9 @@ static void usage(void)
 	      "SPEC: comma-separated key=value, keys:\n"
 	      "  rate=BITS_PER_S (0 = unlimited)  delay=S  jitter=S  dist=uniform|normal\n"
 	      "  reorder=0|1  loss=PERCENT  ge=P:R:H:K (percent, as netem `loss gemodel p r 1-h 1-k`)\n"
-	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n",
+	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n"
+	      "  prio=0|1 (1: two strict-priority classes, DSCP EF first, sharing the limit; needs rate)\n"
+	      "--records-up PATH, --records-down PATH: one 48-byte record per packet of that direction\n",
 	      stderr);
 	exit(EXIT_USAGE);
 }
@@ -588,9 +926,22 @@ static void parse_spec(dir_cfg_t *c, const char *which, char *spec)
 			c->limit_pkts = (long)parse_num(k, v, 0, 1e7);
 		else if (!strcmp(k, "limit_bytes"))
 			c->limit_bytes = (long)parse_num(k, v, 0, 1e11);
+		else if (!strcmp(k, "prio"))
+			c->prio = (int)parse_num(k, v, 0, 1);
 		else
 			die(EXIT_USAGE, "--%s: unknown key '%s'", which, k);
 	}
+	if (c->prio && c->rate_bps <= 0)
+		die(EXIT_USAGE, "--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
+}
+
+static FILE *open_records(const char *path)
+{
+	FILE *f = fopen(path, "wbe");
+	if (!f)
+		die(EXIT_RUNTIME, "packet records %s: %s", path, strerror(errno));
+	setvbuf(f, NULL, _IOFBF, 1 << 20);
+	return f;
 }
 
 static void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
@@ -602,6 +953,13 @@ static void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t se
 	d->heap = xcalloc(max_slots + CHUNK_SLOTS, sizeof *d->heap);
 	d->txq = xcalloc(max_slots, sizeof *d->txq);
 	d->late_hist = xcalloc(LATE_BUCKETS, sizeof *d->late_hist);
+	if (d->cfg.prio) {
+		/* every waiting packet holds a slot, so a ring never holds more than max_slots */
+		for (int i = 0; i < 2; i++) {
+			d->ring[i].cap = max_slots;
+			d->ring[i].q = xcalloc(max_slots, sizeof *d->ring[i].q);
+		}
+	}
 	rng_seed(&d->rng, seed);
 	if (d->cfg.rate_bps > 0 && d->cfg.limit_pkts == 0 && d->cfg.limit_bytes == 0)
 		d->cfg.limit_pkts = DEFAULT_LIMIT_PKTS;
@@ -613,6 +971,7 @@ int main(int argc, char **argv)
 {
 	const char *cns = NULL, *sns = NULL, *cif = NULL, *sif = NULL;
 	char *upspec = NULL, *downspec = NULL;
+	const char *uprec = NULL, *downrec = NULL;
 	int mtu = 1500;
 	uint64_t seed = 1;
 	int rt_prio = 10;
@@ -639,6 +998,10 @@ int main(int argc, char **argv)
 			upspec = strdup(v);
 		else if (!strcmp(a, "--down"))
 			downspec = strdup(v);
+		else if (!strcmp(a, "--records-up"))
+			uprec = v;
+		else if (!strcmp(a, "--records-down"))
+			downrec = v;
 		else if (!strcmp(a, "--mtu"))
 			mtu = (int)parse_num("mtu", v, 576, 65000);
 		else if (!strcmp(a, "--seed"))
@@ -661,6 +1024,11 @@ int main(int argc, char **argv)
 	if (downspec)
 		parse_spec(&down.cfg, "down", downspec);
 	max_inflight = (max_inflight + CHUNK_SLOTS - 1) / CHUNK_SLOTS * CHUNK_SLOTS;
+	/* Opened before the namespaces are touched, so a bad path fails fast. */
+	if (uprec)
+		up.rec = open_records(uprec);
+	if (downrec)
+		down.rec = open_records(downrec);
 	g_slot_size = ((size_t)mtu + 64 + 63) & ~(size_t)63;
 
 	/* Die with the driver, even if it is SIGKILLed. */
@@ -733,10 +1101,19 @@ int main(int argc, char **argv)
 
 	while (!g_stop) {
 		int64_t t = now_ns();
+		if (up.cfg.prio)
+			prio_service(&up, t);
+		if (down.cfg.prio)
+			prio_service(&down, t);
 		send_due(&up, t);
 		send_due(&down, t);
 		if (g_dump) {
 			g_dump = 0;
+			/* records first: whoever asked for stats may read the files next */
+			if (up.rec)
+				fflush(up.rec);
+			if (down.rec)
+				fflush(down.rec);
 			print_stats(&up, &down, "stats");
 		}
 
@@ -745,6 +1122,17 @@ int main(int argc, char **argv)
 			next = up.heap[0].depart;
 		if (down.heap_n && down.heap[0].depart < next)
 			next = down.heap[0].depart;
+		/* A waiting packet's service start is a deadline too: it decides what departs next. */
+		if (up.cfg.prio) {
+			int64_t s = prio_next_start(&up);
+			if (s < next)
+				next = s;
+		}
+		if (down.cfg.prio) {
+			int64_t s = prio_next_start(&down);
+			if (s < next)
+				next = s;
+		}
 
 		struct timespec ts, *tsp = NULL;
 		t = now_ns();
@@ -807,6 +1195,12 @@ int main(int argc, char **argv)
 				break;
 		}
 	}
+	/* Close the records before the final line, so they are complete once it is read. */
+	if (up.rec && fclose(up.rec) != 0)
+		rec_errors++;
+	if (down.rec && fclose(down.rec) != 0)
+		rec_errors++;
+	up.rec = down.rec = NULL;
 	print_stats(&up, &down, "final");
 	return 0;
 }

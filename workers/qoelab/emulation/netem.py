@@ -27,6 +27,7 @@ from pyroute2.netlink.rtnl import RTM_NEWQDISC, TC_H_ROOT
 from pyroute2.netlink.rtnl.tcmsg import tcmsg
 
 from qoelab.emulation.profile import RATE_MAX_BPS, Direction
+from qoelab.errors import ParameterError
 
 U32_MAX = 0xFFFFFFFF
 NETEM_HANDLE = 0x10000  # 1:
@@ -132,8 +133,19 @@ def netem_limit_pkts(d: Direction) -> int:
     return int(min(10_000_000, math.ceil(in_flight) + 1000))
 
 
+def refuse_prio(d: Direction) -> None:
+    """The kernel backends build one drop-tail queue; refuse a profile that asks for two classes."""
+    if d.queue != "fifo":
+        raise ParameterError(
+            "queue",
+            f"{d.queue!r} needs the userspace backend: the kernel backend has no two-class queue "
+            "sharing one byte limit (a prio qdisc gives each band its own limit)",
+        )
+
+
 def netem_options(d: Direction, seed: int) -> dict[str, Any]:
     """The TCA_OPTIONS payload for one direction."""
+    refuse_prio(d)
     delay_ns = int(round(d.delay_s * 1e9))
     jitter_ns = int(round(d.jitter_s * 1e9))
     attrs: list[list[Any]] = [
@@ -186,6 +198,7 @@ def netem_message(index: int, d: Direction, seed: int) -> NetemTcMsg:
 
 def tbf_arguments(d: Direction, mtu: int) -> dict[str, Any]:
     """pyroute2 ``tc('add', 'tbf', ...)`` arguments for the rate child, or {} when unshaped."""
+    refuse_prio(d)
     if d.rate_bps is None:
         return {}
     frame = mtu + 14

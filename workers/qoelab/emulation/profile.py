@@ -15,6 +15,9 @@ so their semantics are fixed here and in ``docs/emulation.md``:
   1-h = loss probability in the bad state, 1-k = loss probability in the good state.
 * ``limit_pkts`` / ``limit_bytes``: the queue in front of the rate limiter (at most one is set);
   with neither, 1000 packets (netem's default).
+* ``queue``: ``'fifo'`` (one drop-tail queue) or ``'prio'`` (userspace backend only, needs a rate):
+  two strict-priority classes sharing that one limit; DSCP EF packets are served first and push
+  low-class packets out of a full buffer (``docs/emulation.md``, "Two-class priority queue").
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ MTU_MIN, MTU_MAX = 576, 9000
 LIMIT_PKTS_MAX = 1_000_000
 LIMIT_BYTES_MAX = 1 << 30
 JITTER_DISTS = ("uniform", "normal")
+QUEUES = ("fifo", "prio")
 # Default queue when none is given: 1000 packets, netem's (and a NIC's txqueuelen) default, which
 # the userspace emulator uses too, so both backends queue alike.
 DEFAULT_LIMIT_PKTS = 1000
@@ -73,6 +77,7 @@ class Direction:
     gemodel: tuple[float, float, float, float] | None = None
     limit_pkts: int | None = None
     limit_bytes: int | None = None
+    queue: str = "fifo"
 
     def validate(self, prefix: str = "") -> Direction:
         """Raise ParameterError naming the field (``prefix`` + name) and the bound; return self."""
@@ -120,6 +125,12 @@ class Direction:
             raise ParameterError(
                 p + "limit", f"must be between {MTU_MIN} and {LIMIT_BYTES_MAX} bytes, got {self.limit_bytes}"
             )
+        if self.queue not in QUEUES:
+            raise ParameterError(p + "queue", f"must be one of {', '.join(QUEUES)}, got {self.queue!r}")
+        if self.queue == "prio" and self.rate_bps is None:
+            raise ParameterError(
+                p + "queue", "prio needs a rate: the priority queue is the one in front of the rate limiter"
+            )
         return self
 
     def queue_limit_bytes(self, mtu: int) -> int:
@@ -147,6 +158,8 @@ class Direction:
             parts.append("loss GE(" + ",".join(f"{x:g}%" for x in self.gemodel) + ")")
         elif self.loss_pct:
             parts.append(f"loss {self.loss_pct:g}%")
+        if self.queue != "fifo":
+            parts.append(f"queue {self.queue}")
         return ", ".join(parts)
 
 
@@ -192,6 +205,7 @@ class LinkProfile:
         reorder: bool = False,
         gemodel: object = None,
         limit: object = None,
+        queue: str = "fifo",
         up_rate: object = None,
         up_delay: object = None,
         up_jitter: object = None,
@@ -204,7 +218,8 @@ class LinkProfile:
     ) -> LinkProfile:
         """Build a validated profile from human strings (``'10mbit'``, ``'25ms'``, ``'0.5%'``).
 
-        The plain fields set both directions; ``up_*`` override the client -> server direction.
+        The plain fields set both directions (``queue`` too); ``up_*`` override the client -> server
+        direction.
         """
         down = Direction(
             rate_bps=None if rate in (None, "") else parse_rate(rate, "rate"),
@@ -215,6 +230,7 @@ class LinkProfile:
             loss_pct=parse_percent(loss, "loss"),
             gemodel=parse_gemodel(gemodel, "gemodel"),
             **parse_limit(limit, "limit"),
+            queue=str(queue),
         )
         down.validate("")
         up = down

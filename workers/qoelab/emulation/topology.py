@@ -257,11 +257,25 @@ def _build_netem(link: EmulatedLink) -> None:
         netem.apply_direction(ipr, si, link.profile.down, link.profile.mtu, link.profile.seed + 1)
 
 
-def _build_userspace(link: EmulatedLink, log_path: Path | None) -> None:
+def records_paths(packet_records: Path) -> tuple[Path, Path]:
+    """(up, down) record files for ``emulated_link(packet_records=...)``: down is the path itself
+    (server -> client, the direction a thin client's screen updates take), up is ``<stem>.up<suffix>``."""
+    return packet_records.with_name(f"{packet_records.stem}.up{packet_records.suffix}"), packet_records
+
+
+def _build_userspace(link: EmulatedLink, log_path: Path | None, packet_records: Path | None = None) -> None:
     from qoelab.emulation.userspace import UserspaceLink
 
+    up, down = records_paths(packet_records) if packet_records is not None else (None, None)
     link.emulator = UserspaceLink(
-        link.client_ns, link.server_ns, link.client_if, link.server_if, link.profile, log_path=log_path
+        link.client_ns,
+        link.server_ns,
+        link.client_if,
+        link.server_if,
+        link.profile,
+        log_path=log_path,
+        records_up=up,
+        records_down=down,
     )
     link.emulator.start()
     _configure_side(link.client_ns, link.client_if, link.client_ip, link.profile.mtu)
@@ -289,8 +303,13 @@ def emulated_link(
     backend: str = "auto",
     log_path: Path | None = None,
     server_side: Callable[[EmulatedLink], AbstractContextManager[Any]] | None = None,
+    packet_records: Path | None = None,
 ) -> Iterator[EmulatedLink]:
     """Build the two namespaces and the link, yield it, and always tear everything down.
+
+    ``packet_records`` (userspace backend only): linkemu writes one record per packet of the down
+    direction to this path and of the up direction to ``<stem>.up<suffix>`` (:func:`records_paths`;
+    read them with ``qoelab.emulation.records.read``). They are complete once the link is torn down.
 
     Teardown runs on success, exceptions, KeyboardInterrupt and SystemExit (SIGTERM handlers
     should raise SystemExit); a SIGKILLed owner leaves leftovers that ``cleanup_leftovers`` finds
@@ -303,6 +322,8 @@ def emulated_link(
         log.info("added %s to the host's net.ipv4.tcp_allowed_congestion_control", profile.tcp.cc)
     prefix = check_prefix(prefix or new_prefix())
     chosen, reason = choose_backend(backend)
+    if packet_records is not None and chosen != "userspace":
+        raise LinkError(f"packet records need the userspace backend, but this link uses {chosen}")
     if chosen == "userspace" and backend == "auto":
         log.warning("%s", reason)
     link = EmulatedLink(
@@ -329,7 +350,7 @@ def emulated_link(
         elif chosen == PLUMBING_BACKEND:
             _build_plumbing(link)
         else:
-            _build_userspace(link, log_path)
+            _build_userspace(link, log_path, packet_records)
         link.tcp = _settle_tcp(link)
         log.info("%s: %s link up (%s)", prefix, chosen, profile.down.describe())
         with server_side(link) if server_side else contextlib.nullcontext():
@@ -343,21 +364,25 @@ def emulated_link(
 
 
 def _settle_tcp(link: EmulatedLink) -> dict[str, Any]:
-    """Set the RTO floor on the route to the peer, read both namespaces back, refuse a mismatch."""
+    """Set the route metrics to the peer, read both namespaces back, refuse a mismatch."""
     settings = link.profile.tcp
     out: dict[str, Any] = {"requested": settings.to_json()}
     sides = (("client", link.client_ns, link.client_if), ("server", link.server_ns, link.server_if))
     for side, ns, ifname in sides:
         peer = link.peer_ip(ns)
-        if settings.rto_min_s is not None:
-            tcp.route_to(ns, f"{peer}/32", ifname=ifname, rto_min_s=settings.rto_min_s)
+        # Delayed ACKs are the receiver's: only the client, which receives the screen, gets quickack.
+        quickack = settings.quickack and side == "client"
+        if settings.rto_min_s is not None or quickack:
+            tcp.route_to(ns, f"{peer}/32", ifname=ifname, rto_min_s=settings.rto_min_s, quickack=quickack)
         got = tcp.read_back(ns, peer)
-        wrong = tcp.mismatches(settings, link.profile, got)
+        wrong = tcp.mismatches(settings, link.profile, got, side=side)
         if wrong:
             raise LinkError(f"the TCP settings did not take in namespace {ns}: {'; '.join(wrong)}")
         out[side] = got
-    # One line for tables: both sides agree (checked above), so the client's values stand for both.
-    out.update({k: out["client"][k] for k in ("cc", "sack", "rmem_max", "wmem_max", "rto_min_ms")})
+    # One line for tables: both sides agree on what was set (checked above) and start from the same
+    # kernel defaults otherwise, so the client's values stand for both; quickack is the client's own.
+    keys = ("cc", "sack", "rmem_max", "wmem_max", "rto_min_ms", *(k.attr for k in tcp.KNOBS), "quickack")
+    out.update({k: out["client"][k] for k in keys})
     return out
 
 

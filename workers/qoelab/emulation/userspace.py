@@ -50,6 +50,7 @@ class Direction(Protocol):
     gemodel: tuple[float, float, float, float] | None
     limit_pkts: int | None
     limit_bytes: int | None
+    queue: str
 
 
 class Profile(Protocol):
@@ -126,6 +127,13 @@ def direction_spec(d: Direction, name: str) -> str:
         parts.append(f"limit={int(check('limit_pkts', d.limit_pkts, 1, 1e7))}")
     if d.limit_bytes is not None:
         parts.append(f"limit_bytes={int(check('limit_bytes', d.limit_bytes, 64, 1e11))}")
+    queue = getattr(d, "queue", "fifo")  # duck-typed directions from before the field existed
+    if queue not in ("fifo", "prio"):
+        raise ParameterError(f"{name}.queue", f"must be 'fifo' or 'prio', got {queue!r}")
+    if queue == "prio":
+        # linkemu refuses prio without a rate itself; the spec stays prio=0-free so that FIFO
+        # command lines are byte-for-byte what they were.
+        parts.append("prio=1")
     return ",".join(parts)
 
 
@@ -146,7 +154,11 @@ class UserspaceLink:
         log_path: Path | None = None,
         ready_timeout_s: float = 5.0,
         rt_prio: int = 10,
+        records_up: Path | None = None,
+        records_down: Path | None = None,
     ) -> None:
+        """``records_up``/``records_down``: where linkemu writes that direction's per-packet records
+        (``qoelab.emulation.records``); None = no recording."""
         for field, value in (("client_if", client_if), ("server_if", server_if)):
             if not value or len(value) > 15:
                 raise ParameterError(field, f"must be 1 to 15 characters, got {value!r}")
@@ -157,6 +169,7 @@ class UserspaceLink:
         self.ready_timeout_s = ready_timeout_s
         # SCHED_FIFO priority for linkemu (0 = normal): keeps delays exact on a busy host.
         self.rt_prio = rt_prio
+        self.records_up, self.records_down = records_up, records_down
         self._proc: subprocess.Popen[bytes] | None = None
         self._buf = b""
         self._err: IO[bytes] | None = None  # linkemu's stderr: the log file or a temporary file
@@ -184,6 +197,8 @@ class UserspaceLink:
             "--down", direction_spec(p.down, "down"),
             # room for the largest queue plus what is in flight on the delay line
             "--max-inflight", str(min(1 << 24, max(DEFAULT_MAX_INFLIGHT, limit + DEFAULT_MAX_INFLIGHT))),
+            *(["--records-up", str(self.records_up)] if self.records_up is not None else []),
+            *(["--records-down", str(self.records_down)] if self.records_down is not None else []),
         ]  # fmt: skip
 
     @property
