@@ -238,8 +238,9 @@ DEFAULT_STREAM_OVERHEAD_S = 5.0
 
 
 def _plan_stream(preset: presets.Preset, size: presets.Size) -> tuple[float, str]:
-    """Job types that run for a ``duration`` (vose): that plus the median overhead of this lab's own
-    trials of the type (calibration, namespaces, start-up), or a default before there is one."""
+    """Job types that run for a ``duration`` (vose, thinclient_tcp): that plus the median overhead of
+    this lab's own trials of the type (calibration, namespaces, start-up), or a default before there
+    is one."""
     rows = list(
         Trial.objects.filter(sweep__job_type=preset.job_type, status=TrialStatus.SUCCEEDED,
                              started_at__isnull=False, finished_at__isnull=False)
@@ -274,7 +275,7 @@ def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | Non
         }
     slots, live = worker_slots(preset.job_type)
     slot_text = f"{slots} live worker slot(s)" if live else "one slot (no worker is live now)"
-    if preset.job_type in ("storage_apt", "vose"):
+    if preset.job_type in ("storage_apt", "vose", "thinclient_tcp"):
         total, basis = (
             _plan_apt(preset, size) if preset.job_type == "storage_apt" else _plan_stream(preset, size)
         )

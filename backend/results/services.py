@@ -187,6 +187,9 @@ def _key(value: Any) -> Any:
     )
 
 
+_FROM_PARAMS = object()  # a row's series value comes from its trial's parameters
+
+
 def aggregate(
     sweep: Sweep,
     metric: str,
@@ -200,8 +203,10 @@ def aggregate(
     ``source="summary"`` aggregates one value per trial; ``"samples"`` aggregates every per-event
     sample value named ``metric`` (RD: one per screen update); ``"series"`` aggregates the time
     series ``metric`` per whole second of its time (x is then the time, e.g. APT's goodput over a
-    run). ``where`` keeps only trials whose resolved (SI) parameters equal the given values, e.g.
-    ``{"rate": 1e6}`` for one chart panel.
+    run). ``"curve"`` reads x from the same samples as the metric (a curve each trial reports,
+    e.g. thin-client TCP's delay CCDF: x the delay, y the share above it), and the series from the
+    samples too when they carry it, else from the trial's parameters. ``where`` keeps only trials
+    whose resolved (SI) parameters equal the given values, e.g. ``{"rate": 1e6}`` for one chart panel.
     """
     conditions = dict(where or {})
     trials = {
@@ -210,12 +215,22 @@ def aggregate(
         if all(t["resolved"].get(k) == v for k, v in conditions.items())
     }
     groups: dict[tuple[Any, Any], list[float]] = defaultdict(list)
-    rows: Iterable[tuple[int, Any, Any]]  # (trial, x or None for the trial's own x, value)
-    if source == "series":
+    # (trial, x or None for the trial's own x, series value or _FROM_PARAMS, value)
+    rows: Iterable[tuple[int, Any, Any, Any]]
+    if source == "curve":
+        found = Sample.objects.filter(trial_id__in=trials, values__has_key=metric).filter(values__has_key=x)
+        rows = (
+            (trial_id, v[x], v.get(series, _FROM_PARAMS) if series else _FROM_PARAMS, v[metric])
+            for trial_id, v in found.values_list("trial_id", "values").iterator(chunk_size=5000)
+        )
+    elif source == "series":
         # x is the series' time, binned to whole seconds, so repetitions line up point by point.
         points = SeriesPoint.objects.filter(trial_id__in=trials, name=metric)
         points = points.values_list("trial_id", "t", "value")
-        rows = ((trial_id, round(t), value) for trial_id, t, value in points.iterator(chunk_size=5000))
+        rows = (
+            (trial_id, round(t), _FROM_PARAMS, value)
+            for trial_id, t, value in points.iterator(chunk_size=5000)
+        )
     else:
         if source == "samples":
             per_trial = Sample.objects.filter(trial_id__in=trials, values__has_key=metric).values_list(
@@ -224,13 +239,17 @@ def aggregate(
         else:
             per_trial = SummaryValue.objects.filter(trial_id__in=trials, name=metric)
             per_trial = per_trial.values_list("trial_id", "value")
-        rows = ((trial_id, None, value) for trial_id, value in per_trial.iterator(chunk_size=5000))
-    for trial_id, xv, value in rows:
+        rows = (
+            (trial_id, None, _FROM_PARAMS, value) for trial_id, value in per_trial.iterator(chunk_size=5000)
+        )
+    for trial_id, xv, sv, value in rows:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             continue
         resolved = trials[trial_id]
         key = resolved.get(x) if xv is None else xv
-        groups[(key, resolved.get(series) if series else None)].append(float(value))
+        if sv is _FROM_PARAMS:
+            sv = resolved.get(series) if series else None
+        groups[(key, sv)].append(float(value))
     by_series: dict[Any, list[dict[str, Any]]] = defaultdict(list)
     for (xv, sv), values in sorted(groups.items(), key=lambda kv: (_key(kv[0][1]), _key(kv[0][0]))):
         mean, lo, hi, sd = _t_interval(values)

@@ -155,3 +155,25 @@ def test_one_click_starts_the_fig312_sweep_of_five_devices(browser):
     assert resp.status_code == 302 and sweep.job_type == "vose" and sweep.trial_count == 25
     assert {t.resolved["device"] for t in sweep.trials.all()} == {
         "aes_only", "aes_cbc", "sha1_only", "sha1_aes", "sha1_aes_cbc"}  # fmt: skip
+
+
+def test_the_page_lists_the_paper_002_experiments_with_an_estimate_from_defaults(browser):
+    page = browser.get("/reproduce/").content.decode()
+    assert "Paper 002: thin-client traffic" in page
+    for p in presets.TC002:
+        assert f'data-preset="{p.key}"' in page and p.figure in page
+    # E1/E2 quick: 2 buffers x 2 queues x SACK off/on x 2 seeds, each 5 s + its 30 s replay.
+    plan = reproduce.plan(presets.get("tc002-e1e2"), "quick")
+    assert plan["units"] == 16 and plan["seconds"] == 16 * (5 + 30)
+    assert "no such trial here yet" in plan["basis"]
+    assert reproduce.plan(presets.get("tc002-e8"), "full")["units"] == 2 * 6 * 7  # the paper's 7 runs
+
+
+def test_one_click_starts_the_e7_sweep_and_its_page_checks_paper_002(browser):
+    resp = browser.post("/reproduce/tc002-e7/start/", {"size": "quick"})
+    sweep = Sweep.objects.get()
+    assert resp.status_code == 302 and sweep.job_type == "thinclient_tcp" and sweep.trial_count == 4
+    assert {(t.resolved["connections"], t.resolved["experiment"]) for t in sweep.trials.all()} == {
+        ("separate", "e7")}  # fmt: skip
+    page = browser.get(resp["Location"]).content.decode()
+    assert 'data-finding="separate_propagation"' in page

@@ -101,3 +101,42 @@ def test_the_chapter_3_presets_keep_the_points_their_findings_compare():
     validate = presets.get("ch3-validate")
     assert validate.fixed["speedup"] == "measured" and set(validate.grids["quick"]["mode"]) == {
         "software", "hardware", "vose"}  # fmt: skip
+
+
+@pytest.mark.parametrize("preset", presets.TC002, ids=lambda p: p.key)
+@pytest.mark.parametrize("size", presets.SIZES)
+def test_every_paper_002_point_is_a_valid_thinclient_trial_at_the_sizes_scale(preset, size):
+    spec = preset.sweep_spec(size)
+    assert spec["job_type"] == "thinclient_tcp" and preset.report == "tc002" and spec["repetitions"] == 1
+    assert spec["experiment"]["name"].startswith(f"Paper 002 {preset.figure}: ")
+    job = jobs.get("thinclient_tcp")
+    resolved = [validate_params(job.params, p).model_dump(mode="json") for p in preset.unique_points(size)]
+    pairs, duration, seeds = (20, 30.0, [1, 2]) if size == "quick" else (100, 300.0, list(range(1, 8)))
+    assert {(r["pairs"], r["duration"]) for r in resolved} == {(pairs, duration)}
+    assert spec["grid"]["seed"] == seeds  # pooled by the findings: the paper's runs
+    assert {r["limit"] for r in resolved} == {"2500000b", "25000b"}  # the paper's two buffers
+    assert {r["experiment"] for r in resolved} == {preset.key.removeprefix("tc002-")}
+    # The paper's TCP: Reno, Nagle and delayed ACKs off, no slow-start restart.
+    assert {(r["tcp_cc"], r["tcp_quickack"], r["tcp_slow_start_after_idle"]) for r in resolved} == {
+        ("reno", True, False)}  # fmt: skip
+    assert preset.trial_count(size) == len(resolved)
+
+
+def test_the_paper_002_presets_feed_every_check_of_their_report():
+    from qoelab.findings import REPORTS, applicable
+
+    job = jobs.get("thinclient_tcp")
+    fed = {}
+    for preset in presets.TC002:
+        points = [
+            validate_params(job.params, p).model_dump(mode="json") for p in preset.unique_points("quick")
+        ]
+        fed[preset.key] = {c.name for c in applicable("tc002", [], points)}
+    assert fed["tc002-e1e2"] >= {"router_dominates_150", "prio_sack_lower_r150", "bursty_drop_stall"}
+    assert fed["tc002-e7"] == {"separate_propagation"}
+    assert "t_interval_vs_delay" in fed["tc002-e8"] and "prio_sack_lower_r150" not in fed["tc002-e8"]
+    assert set().union(*fed.values()) == {c.name for c in REPORTS["tc002"]}
+    e8 = presets.get("tc002-e8").grids["quick"]["delay"]
+    assert [parse_duration(d) * 1e3 for d in e8] == pytest.approx([7, 10, 20, 30, 50, 70])  # Fig. 14
+    assert [p.key for p in dict((r, c) for r, _, c in presets.CHAPTERS)["tc002"]] == [
+        "tc002-e1e2", "tc002-e7", "tc002-e8"]  # fmt: skip

@@ -257,6 +257,16 @@ def _vose_caps(reasons: dict[str, str]) -> dict[str, bool]:
     return caps
 
 
+def _thinclient_caps(reasons: dict[str, str]) -> dict[str, bool]:
+    """Thin-client TCP: the replay pair (tc-replay); the userspace link is its own capability."""
+    from qoelab.thinclient.replay import NOT_BUILT, binary
+
+    ok = os.access(binary(), os.X_OK)
+    if not ok:
+        reasons["thinclient"] = NOT_BUILT
+    return {"thinclient": ok}
+
+
 def detect(probe_kvm: bool = True) -> dict[str, Any]:
     """Host facts, ``capabilities`` {name: bool}, ``reasons`` {name: why False}, ``versions``."""
     caps, reasons = _emulation_caps()
@@ -284,6 +294,7 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
         reasons["vm"] = vm["image_note"] if not vm["image"] else "QEMU missing or neither KVM nor TCG allowed"
     caps.update(_storage_caps(reasons))
     caps.update(_vose_caps(reasons))
+    caps.update(_thinclient_caps(reasons))
     for cap, (programs, package) in RD_TOOLS.items():
         caps[cap] = any(shutil.which(p) for p in programs)
         if not caps[cap]:

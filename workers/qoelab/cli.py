@@ -34,6 +34,7 @@ examples:
   qoelab rd analyze capture.pcap --clicks clicks.json
   qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64
   qoelab vose validate --primitive aes
+  qoelab thinclient classify rdp.pcapng --server-port 3389
 
 environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
 QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
@@ -205,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     from qoelab.apt import cli as apt_cli
     from qoelab.emulation import cli as emulation_cli
     from qoelab.rd import analyze_cli, bench_cli
+    from qoelab.thinclient import cli as thinclient_cli
     from qoelab.vose import cli as vose_cli
 
     emulation_cli.register(sub)
@@ -212,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.register(sub)
     apt_cli.register(sub)
     vose_cli.register(sub)
+    thinclient_cli.register(sub)
     return p
 
 

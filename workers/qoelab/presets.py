@@ -1,7 +1,7 @@
 """One-click reproductions of a paper's experiments: sweep and rating-campaign specs at two sizes.
 
 Chapter 4 (``rd_qoe``), chapter 2 (``storage_apt``, scaled to one host) and chapter 3 (``vose``) of
-thesis 000.
+thesis 000, and paper 002's experiments (``thinclient_tcp``, qoelab.thinclient.experiments).
 
 ``quick`` has fewer grid points (still one on each side of every threshold the findings check, see
 ``qoelab.findings``), 3 repetitions and 5 pages; ``full`` is the paper's grid with 10 repetitions.
@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from qoelab.thinclient import experiments as tc_experiments
 
 SIZES = ("quick", "full")
 PROTOCOLS = ["vnc", "spice", "x2go"]
@@ -35,17 +37,23 @@ class Preset:
     repetitions: dict[str, int] = field(default_factory=lambda: {"quick": 3, "full": 10})
     seed: int = 1
     job_type: str = "rd_qoe"
+    source: str = "Thesis"  # names the sweep's experiment: "Thesis Fig. 4.6: ...", "Paper 002 E7: ..."
+    # Fixed parameters that differ by size (paper 002: 20 pairs for 30 s quick, 100 for 300 s full).
+    sized: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def sweep_spec(self, size: Size) -> dict[str, Any]:
         """A sweep spec for ``POST /api/sweeps/`` (kind ``sweep``)."""
         if self.kind != "sweep":
             raise ValueError(f"{self.key} is a rating campaign, not a sweep")
         return {
-            "experiment": {"name": f"Thesis {self.figure}: {self.title}", "description": self.description},
+            "experiment": {
+                "name": f"{self.source} {self.figure}: {self.title}",
+                "description": self.description,
+            },
             "job_type": self.job_type,
             "name": f"{self.figure} ({size})",
             "grid": {k: list(v) for k, v in self.grids[_size(size)].items()},
-            "fixed": {**self.fixed, **JOB_FIXED.get(self.job_type, {})},
+            "fixed": {**self.fixed, **self.sized.get(size, {}), **JOB_FIXED.get(self.job_type, {})},
             "repetitions": self.repetitions[size],
             "order": "random",
             "seed": self.seed,
@@ -303,12 +311,84 @@ CH3: tuple[Preset, ...] = (
     ),  # fmt: skip
 )
 
-REGISTRY: dict[str, Preset] = {p.key: p for p in (*CH4, *CH2, *CH3)}
+# Paper 002 (``thinclient_tcp``): the experiments of qoelab.thinclient.experiments at the paper's
+# two buffers. The seed is a grid axis, not a repetition: repetitions of one seed replay the same
+# traffic, while the findings pool trials that differ by seed only (findings.base.POOLED). quick:
+# 20 pairs for 30 s and 2 seeds; full: the paper's 100 pairs, 300 s and 7 runs.
+TC_BUFFERS = [tc_experiments.BUFFERS["large"], tc_experiments.BUFFERS["small"]]
+TC_SEEDS = {"quick": [1, 2], "full": [1, 2, 3, 4, 5, 6, 7]}
+TC_SIZED = {"quick": {"pairs": 20, "duration": "30s"}, "full": {"pairs": 100, "duration": "300s"}}
+TC_ONCE = {"quick": 1, "full": 1}
+
+
+def _tc_grids(axes: dict[str, list[Any]]) -> dict[str, dict[str, list[Any]]]:
+    """``axes`` at both sizes, the size's seeds last (the pooled repetitions)."""
+    return {q: {**axes, "seed": TC_SEEDS[q]} for q in SIZES}
+
+
+def _tc_fixed(base: dict[str, Any], key: str, drop: tuple[str, ...] = ()) -> dict[str, Any]:
+    """An experiment's parameters (experiments.BASE / EXISTING ...) without the swept ones, and the
+    experiment's key, which the job type reads for the paper's numbers and the charts series by."""
+    return {**{k: v for k, v in base.items() if k not in drop}, "experiment": key}
+
+
+TC002: tuple[Preset, ...] = (
+    Preset(
+        key="tc002-e1e2",
+        report="tc002",
+        figure="E1/E2",
+        title="no modification vs priority queueing + SACK",
+        description="Thin-client pairs over 10 Mbit/s, 20 ms, Reno: FIFO or two priority classes "
+        "sharing the buffer, SACK off or on, at the 2,500 KB and 25 KB buffers (§3-§4; E1 is FIFO without "
+        "SACK, E2 priority with SACK, the other two separate the options' effects)",
+        kind="sweep",
+        grids=_tc_grids({"limit": TC_BUFFERS, "queue": ["fifo", "prio"], "tcp_sack": [False, True]}),
+        fixed=_tc_fixed(tc_experiments.BASE, "e1e2", drop=("queue", "tcp_sack")),
+        repetitions=TC_ONCE,
+        sized=TC_SIZED,
+        job_type="thinclient_tcp",
+        source="Paper 002",
+    ),
+    Preset(
+        key="tc002-e7",
+        report="tc002",
+        figure="E7",
+        title="separate connections for interactive and bulk data",
+        description="Priority queueing + SACK with interactive data on a TCP connection of its own "
+        "(§5.2.2, Case 2), at both buffers: interactive delay should be propagation only",
+        kind="sweep",
+        grids=_tc_grids({"limit": TC_BUFFERS}),
+        fixed=_tc_fixed(tc_experiments.EXPERIMENTS["e7"].params, "e7"),
+        repetitions=TC_ONCE,
+        sized=TC_SIZED,
+        job_type="thinclient_tcp",
+        source="Paper 002",
+    ),
+    Preset(
+        key="tc002-e8",
+        report="tc002",
+        figure="E8 (Fig. 14)",
+        title="T_I150 and T_I1000 against WAN delay",
+        description="WAN one-way delay 7-70 ms at both buffers with the existing options, priority "
+        "queueing + SACK (a sweep grid cannot pair the paper's three configurations; E1/E2 runs no "
+        "modification at 20 ms): T_I150 and T_I1000 by Eq. 4 (§6, Fig. 14)",
+        kind="sweep",
+        grids=_tc_grids({"limit": TC_BUFFERS, "delay": [f"{d}ms" for d in tc_experiments.E8_DELAYS_MS]}),
+        fixed=_tc_fixed(tc_experiments.EXISTING, "e8"),
+        repetitions=TC_ONCE,
+        sized=TC_SIZED,
+        job_type="thinclient_tcp",
+        source="Paper 002",
+    ),
+)
+
+REGISTRY: dict[str, Preset] = {p.key: p for p in (*CH4, *CH2, *CH3, *TC002)}
 # The Reproduce page's sections: (report, heading, presets).
 CHAPTERS: tuple[tuple[str, str, tuple[Preset, ...]], ...] = (
     ("ch4", "Chapter 4: remote-desktop QoE (VNC, SPICE, X2Go)", CH4),
     ("ch2", "Chapter 2: storage APT (parallel NBD and iSCSI sessions)", CH2),
     ("ch3", "Chapter 3: offload emulation (VOSE: checksum and IPsec devices)", CH3),
+    ("tc002", "Paper 002: thin-client traffic over a shared bottleneck (Linux TCP)", TC002),
 )
 
 

@@ -241,7 +241,7 @@ class AggregateQuerySerializer(serializers.Serializer):
     x = serializers.CharField(help_text="parameter on the x axis; with source=series, t (the time)")
     series = serializers.CharField(required=False, help_text="parameter splitting the points into series")
     source = serializers.ChoiceField(
-        choices=["summary", "samples", "series"], default="summary", required=False
+        choices=["summary", "samples", "series", "curve"], default="summary", required=False
     )
 
 

@@ -48,7 +48,9 @@ class ChartSpec:
     x_scale: float = 1.0
     y_scale: float = 1.0
     identity: bool = False
-    source: str = "summary"  # "summary" (per-trial values) or "samples" (per-event values)
+    # "summary" (per-trial values), "samples" (per-event values), "series" (a time series per trial)
+    # or "curve" (per-trial curves: x and y read from the same samples)
+    source: str = "summary"
     facet: str | None = None
 
 

@@ -20,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +28,7 @@ from typing import Any, Literal
 import numpy as np
 
 from qoelab.errors import QoelabError
-from qoelab.thinclient.model import BULK, INTERACTIVE, TwoStateModel, Write, generate
+from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel, Write, generate
 
 NOT_BUILT = "tc-replay is not built (run make deps)"
 STAGGER_S = 0.25e-3  # the paper's shift of each sender's start (notes §2)
@@ -75,6 +75,48 @@ def schedule(
     return out
 
 
+def segment_kinds(segments: Sequence[tuple[float, int]], threshold: float = FLOW_THRESHOLD_S) -> list[str]:
+    """Each segment's flow kind by the paper's rule: a gap above ``threshold`` starts a flow, and a
+    flow of one segment is interactive (notes §1.3)."""
+    starts = [i for i in range(len(segments)) if i == 0 or segments[i][0] - segments[i - 1][0] > threshold]
+    kinds = [BULK] * len(segments)
+    for a, b in zip(starts, [*starts[1:], len(segments)], strict=True):
+        if b - a == 1:
+            kinds[a] = INTERACTIVE
+    return kinds
+
+
+def schedule_trace(
+    segments: Sequence[tuple[float, int]],
+    pairs: int,
+    duration: float,
+    connections: Literal["shared", "separate"] = "shared",
+) -> list[Planned]:
+    """A capture's server timeline ``(t, bytes)`` for every pair: each pair plays it as a loop
+    starting ``i/pairs`` of the way in (so the pairs are not in step, as the paper's 100 different
+    series were not), shifted by the paper's 0.25 ms per pair; one write per segment."""
+    if pairs < 1:
+        raise ValueError(f"pairs must be at least 1, got {pairs}")
+    if not segments:
+        return []
+    kinds = segment_kinds(segments)
+    t0 = segments[0][0]
+    rel = [t - t0 for t, _ in segments]
+    gaps = sorted(b - a for a, b in zip(rel, rel[1:], strict=False)) or [1.0]
+    period = rel[-1] + gaps[len(gaps) // 2]  # loop with a typical gap between the end and the start
+    out: list[Planned] = []
+    for i in range(pairs):
+        shift = period * i / pairs
+        for (_, nbytes), kind, r in zip(segments, kinds, rel, strict=True):
+            t = (r - shift) % period + i * STAGGER_S
+            conn = i if connections == "shared" else 2 * i + (kind == BULK)
+            while t < duration:
+                out.append(Planned(conn, round(t * 1e6), max(nbytes, 1), kind))
+                t += period
+    out.sort(key=lambda p: (p.t_us, p.conn))
+    return out
+
+
 def schedule_from(writes: Iterable[Write], conn: int = 0) -> list[Planned]:
     """A trace's writes (e.g. a capture read by ``trace``) as one connection's schedule."""
     return [Planned(conn, round(w.t * 1e6), w.nbytes, w.kind) for w in writes]
@@ -107,11 +149,18 @@ def run(
     port: int = 47_100,
     tos_interactive: int = TOS_INTERACTIVE,
     timeout: float | None = None,
+    on_tick: Callable[[float], None] | None = None,
+    tick_s: float = 10.0,
+    keystrokes_first: bool = False,
 ) -> list[dict[str, Any]]:
     """Replay ``rows`` from the server namespace to the client namespace; one record per write.
 
-    Raises ReplayError (the tool's own sentence) when a side fails or the replay overruns
-    ``timeout`` (default: the schedule's length plus 60 s); no process outlives the call.
+    ``workdir`` keeps the tool's files: the schedule, both logs, ``ports.txt`` (each connection's
+    local port, to find its packets) and ``info.txt`` (TCP_INFO per connection at the end; read
+    them with ``ports`` and ``tcp_info``). ``keystrokes_first``: an interactive write overtakes the
+    bulk writes the sender still holds (E9). ``on_tick(elapsed_s)`` is called every ``tick_s`` while
+    the replay runs. Raises ReplayError (the tool's own sentence) when a side fails or the replay
+    overruns ``timeout`` (default: the schedule's length plus 60 s); no process outlives the call.
     """
     tool = binary()
     if not tool.exists():
@@ -139,15 +188,24 @@ def run(
         send = subprocess.Popen(
             _ns_cmd(server_ns, str(tool), "send", "--to", f"{client_ip}:{port}", "--schedule",
                     str(workdir / "schedule.txt"), "--out", str(send_log),
-                    "--tos-interactive", str(tos_interactive)),
+                    "--tos-interactive", str(tos_interactive), "--ports", str(workdir / "ports.txt"),
+                    "--info", str(workdir / "info.txt"),
+                    *(["--keystrokes-first"] if keystrokes_first else [])),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
-        deadline = time.monotonic() + limit
+        began = time.monotonic()
+        deadline = began + limit
         for proc, name in ((send, "sender"), (recv, "receiver")):
-            try:
-                rc = proc.wait(timeout=max(deadline - time.monotonic(), 1))
-            except subprocess.TimeoutExpired:
-                raise ReplayError(f"the {name} did not finish within {limit:.0f} s") from None
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ReplayError(f"the {name} did not finish within {limit:.0f} s")
+                try:
+                    rc = proc.wait(timeout=min(left, tick_s) if on_tick else max(left, 1))
+                    break
+                except subprocess.TimeoutExpired:
+                    if on_tick:
+                        on_tick(time.monotonic() - began)
             if rc != 0:
                 err = (proc.stderr.read() if proc.stderr else "").strip()
                 raise ReplayError(f"the {name} failed (exit {rc}): {err}")
@@ -158,18 +216,18 @@ def run(
     return _join(send_log, recv_log)
 
 
-def _read(path: Path) -> dict[tuple[int, int], tuple[int, int, int, int]]:
+def _read(path: Path) -> dict[tuple[int, int], tuple[int, ...]]:
     out = {}
     for line in path.read_text().splitlines():
-        conn, wid, kind, nbytes, app_ns, t_ns = (int(x) for x in line.split())
-        out[conn, wid] = (kind, nbytes, app_ns, t_ns)
+        conn, wid, *rest = (int(x) for x in line.split())
+        out[conn, wid] = tuple(rest)  # kind nbytes app_ns t_ns [off]
     return out
 
 
 def _join(send_log: Path, recv_log: Path) -> list[dict[str, Any]]:
     sent, got = _read(send_log), _read(recv_log)
     records = []
-    for key, (kind, nbytes, app_ns, sent_ns) in sorted(sent.items(), key=lambda kv: kv[1][2]):
+    for key, (kind, nbytes, app_ns, sent_ns, off) in sorted(sent.items(), key=lambda kv: kv[1][2]):
         arrived = got.get(key)
         records.append(
             {
@@ -178,11 +236,34 @@ def _join(send_log: Path, recv_log: Path) -> list[dict[str, Any]]:
                 "kind": KINDS[kind],
                 "nbytes": nbytes,
                 "app_ns": app_ns,
+                "off": off,  # stream offset of the write's first byte (its header)
                 "sent_ms": (sent_ns - app_ns) / 1e6,
                 "delay_ms": None if arrived is None else (arrived[3] - app_ns) / 1e6,
             }
         )
     return records
+
+
+def ports(workdir: Path) -> dict[int, int]:
+    """Connection -> the sender's local TCP port (from ``ports.txt`` of a finished run)."""
+    out = {}
+    for line in (workdir / "ports.txt").read_text().splitlines():
+        conn, port = line.split()
+        out[int(conn)] = int(port)
+    return out
+
+
+def tcp_info(workdir: Path) -> dict[int, dict[str, int]]:
+    """Connection -> its sender's TCP_INFO at the end (``info.txt``): rto_us, total_retrans, and
+    total_rto / total_rto_recoveries / total_rto_time_ms where the kernel has them (6.7+)."""
+    out: dict[int, dict[str, int]] = {}
+    path = workdir / "info.txt"
+    if not path.exists():
+        return out
+    for line in path.read_text().splitlines():
+        conn, *pairs = line.split()
+        out[int(conn)] = {k: int(v) for k, v in (pair.split("=", 1) for pair in pairs)}
+    return out
 
 
 def summary(records: list[dict[str, Any]], t0_ms: float) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 Paper 002 built its model from captures (notes/seed-thinclient-tcp.md §1.3): drop the ACKs, take
 the server's response packets in time order, and call a packet that comes more than 6.3 ms after
 the previous one the start of a new flow; a flow of one packet is interactive, of two or more bulk.
-``timeline`` does the first part on a pcap (dpkt; retransmitted sequence ranges count once),
-``flows`` the second, and ``fit`` computes Table 1 and 2 of the paper from the flows: alpha, beta,
+``connections``/``timeline`` do the first part on a capture (retransmitted sequence ranges count
+once), ``flows`` the second, and ``fit`` computes Table 1 and 2 of the paper from the flows: alpha, beta,
 the four start-to-start intervals, c_B and bytes per packet. A capture of this lab's own rd_qoe
 trials becomes a trace source that way, and the generator (``model``) is tested by reading its
 output back.
@@ -12,7 +12,6 @@ output back.
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,48 +28,58 @@ class Flow:
     kind: str
 
 
-def timeline(pcap: Path, server_ip: str, server_port: int | None = None) -> list[tuple[float, int]]:
-    """(time, payload bytes) of every TCP segment with data from ``server_ip`` (and port), in time
-    order; a segment whose sequence range was already seen (a retransmission) is left out."""
-    import dpkt
+Connection = tuple[str, int, str, int]  # (server ip, server port, client ip, client port)
 
-    out: list[tuple[float, int]] = []
-    seen: set[tuple[int, int, int]] = set()  # (port pair, seq, length)
-    want = socket.inet_aton(server_ip)
-    with pcap.open("rb") as fh:
-        reader = dpkt.pcapng.Reader(fh) if pcap.suffix == ".pcapng" else dpkt.pcap.Reader(fh)
-        link = reader.datalink()
-        for ts, buf in reader:
-            ip = _ip_of(buf, link)
-            if ip is None or ip.src != want or not isinstance(ip.data, dpkt.tcp.TCP):
-                continue
-            tcp = ip.data
-            if not tcp.data or (server_port is not None and tcp.sport != server_port):
-                continue
-            key = (tcp.sport << 16 | tcp.dport, tcp.seq, len(tcp.data))
-            if key in seen:
-                continue
-            seen.add(key)
-            out.append((float(ts), len(tcp.data)))
-    out.sort()
+
+def connections(
+    pcap: Path, server_ip: str | None = None, server_port: int | None = None
+) -> dict[Connection, list[tuple[float, int]]]:
+    """(time, payload bytes) of the server's data segments, per TCP connection, each in time order.
+
+    pcap or pcapng (Ethernet, Linux cooked v1/v2, raw IP, loopback), read by the lab's one capture
+    reader (``qoelab.rd.analysis.read_packets``). Pure ACKs carry nothing and are left out; a segment
+    that only repeats sequence bytes already seen (a retransmission, or a keep-alive probe) is left out,
+    and one that repeats some counts its new bytes only. The server side of a connection is the
+    endpoint that matches ``server_ip`` and ``server_port`` (those given); when both ends match, or
+    neither filter is given, it is the end that sent more payload bytes (on a tie, the lower port,
+    where servers listen). Raises ``CaptureError``/``ParameterError`` for an unreadable capture.
+    """
+    import ipaddress
+
+    from qoelab.errors import ParameterError
+    from qoelab.rd.analysis import read_packets
+
+    if server_ip is not None:
+        try:  # the reader writes addresses in their short form (IPv6 compressed)
+            server_ip = str(ipaddress.ip_address(server_ip))
+        except ValueError:
+            raise ParameterError("server_ip", f"{server_ip!r} is not an IPv4 or IPv6 address") from None
+    packets, _info = read_packets(pcap)
+    sent: dict[tuple, dict[tuple[str, int], int]] = {}
+    for p in packets:
+        if p.proto == 6:
+            ends = sent.setdefault(p.conn, {(p.src, p.sport): 0, (p.dst, p.dport): 0})
+            ends[p.src, p.sport] += p.unique
+    server_of: dict[tuple, tuple[str, int]] = {}
+    for conn, ends in sent.items():
+        fits = [
+            e
+            for e in ends
+            if (server_ip is None or e[0] == server_ip) and (server_port is None or e[1] == server_port)
+        ]
+        if fits:
+            server_of[conn] = max(fits, key=lambda e: (ends[e], -e[1]))
+    out: dict[Connection, list[tuple[float, int]]] = {}
+    for p in packets:  # read_packets sorts by time
+        if p.proto == 6 and p.unique > 0 and server_of.get(p.conn) == (p.src, p.sport):
+            out.setdefault((p.src, p.sport, p.dst, p.dport), []).append((p.ts, p.unique))
     return out
 
 
-def _ip_of(buf: bytes, link: int):  # noqa: ANN202 - a dpkt IP or None
-    import dpkt
-
-    try:
-        if link == dpkt.pcap.DLT_EN10MB:
-            eth = dpkt.ethernet.Ethernet(buf)
-            return eth.data if isinstance(eth.data, dpkt.ip.IP) else None
-        if link == dpkt.pcap.DLT_LINUX_SLL:
-            sll = dpkt.sll.SLL(buf)
-            return sll.data if isinstance(sll.data, dpkt.ip.IP) else None
-        if link in (dpkt.pcap.DLT_RAW, 101):  # raw IP (TUN devices)
-            return dpkt.ip.IP(buf)
-    except (dpkt.UnpackError, ValueError):
-        return None
-    return None
+def timeline(pcap: Path, server_ip: str, server_port: int | None = None) -> list[tuple[float, int]]:
+    """(time, payload bytes) of every TCP segment with data from ``server_ip`` (and port), all
+    connections merged in time order; a retransmitted sequence range counts once (``connections``)."""
+    return sorted(seg for segs in connections(pcap, server_ip, server_port).values() for seg in segs)
 
 
 def flows(packets: Iterable[tuple[float, int]], threshold: float = FLOW_THRESHOLD_S) -> list[Flow]:
@@ -92,15 +101,22 @@ def flows(packets: Iterable[tuple[float, int]], threshold: float = FLOW_THRESHOL
     return out
 
 
+def transitions(per_connection: Iterable[Sequence[Flow]]) -> dict[tuple[str, str], list[float]]:
+    """Start-to-start intervals by (kind, next kind), each flow paired only with the next flow of
+    its own connection (the paper's flows share one connection; two connections are two streams)."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for found in per_connection:
+        for a, b in zip(found, found[1:], strict=False):
+            by.setdefault((a.kind, b.kind), []).append(b.start - a.start)
+    return by
+
+
 def fit(found: Sequence[Flow], **shapes: object) -> TwoStateModel:
     """Table 1 and 2's parameters of a flow sequence, as a model (shapes as given, else defaults).
 
     Raises ValueError when a transition never occurs (too short a trace to fit).
     """
-    pairs = list(zip(found, found[1:], strict=False))
-    by: dict[tuple[str, str], list[float]] = {}
-    for a, b in pairs:
-        by.setdefault((a.kind, b.kind), []).append(b.start - a.start)
+    by = transitions([found])
     missing = [f"{a}->{b}" for a in (INTERACTIVE, BULK) for b in (INTERACTIVE, BULK) if (a, b) not in by]
     if missing:
         raise ValueError(f"too short to fit: no {', '.join(missing)} transition in {len(found)} flows")

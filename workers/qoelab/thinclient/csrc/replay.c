@@ -2,6 +2,7 @@
  *
  *   tc-replay recv --listen IP:PORT --conns N --out FILE [--timeout S]
  *   tc-replay send --to IP:PORT --schedule FILE --out FILE [--tos-interactive N] [--lead-ms MS]
+ *                  [--ports FILE] [--info FILE] [--keystrokes-first]
  *
  * The schedule has one write per line, "conn t_us nbytes kind" (kind 0 interactive, 1 bulk), in
  * time order. The sender opens one connection per conn (TCP_NODELAY: no Nagle, as in paper 002),
@@ -10,10 +11,19 @@
  * buffering"), never the schedule. Each write carries a 24-byte header (magic, id, the time the
  * application wrote it, its length, its kind), so the receiver reports every write's one-way delay
  * on the host's CLOCK_MONOTONIC, which both network namespaces share. An interactive write goes out
- * with IP_TOS --tos-interactive (a DSCP a priority queue can sort by); each write is one send() so a
- * segment never mixes two kinds' marks. Both sides write one line per write to --out:
- *   send: conn id kind nbytes app_ns sent_ns    (sent_ns: its last byte accepted by the kernel)
+ * with IP_TOS --tos-interactive (a DSCP a priority queue can sort by) set only for the duration of
+ * its send(): Linux builds a segment's IP header when it transmits it, so what carries the mark is
+ * what left while the interactive write was being sent; bytes held in the socket behind bulk data
+ * leave later, unmarked, as part of that bulk (retransmissions too). Both sides write one line per
+ * write to --out:
+ *   send: conn id kind nbytes app_ns sent_ns off (sent_ns: its last byte accepted by the kernel;
+ *         off: the stream offset of its first byte, the 4-byte connection index being 0..3)
  *   recv: conn id kind nbytes app_ns recv_ns    (recv_ns: its last byte read by the application)
+ * --ports writes "conn local_port" per connection (to find its packets in a capture); --info writes
+ * per connection, after the receiver closed it, "conn key=value ..." from TCP_INFO, including the
+ * kernel's RTO counters (total_rto, total_rto_recoveries, total_rto_time_ms) when it has them (6.7+).
+ * --keystrokes-first puts an interactive write ahead of the bulk writes still queued in the sender
+ * (not yet begun); with tcp_notsent_lowat most of the backlog stays there (experiment E9).
  * Exit status 0 when every connection ended cleanly; errors are one line on stderr.
  */
 #define _GNU_SOURCE
@@ -22,7 +32,8 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/ip.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h> /* the kernel's struct tcp_info (glibc's stops at tcpi_total_retrans) */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,17 +186,22 @@ struct qent {
   uint32_t id, kind, len;
   uint64_t app_ns;
   uint32_t sent; /* bytes of this write already sent */
+  uint64_t off;  /* stream offset of its first byte */
 };
 
 struct sconn {
   int fd, tos;
   struct qent *q;
   size_t head, tail, cap;
+  uint64_t queued; /* stream bytes whose sending began, the 4-byte index included */
 };
 
 static unsigned char filler[MAX_WRITE];
 
-static void push(struct sconn *c, struct qent e) {
+/* Queue a write. With keystrokes_first an interactive write goes ahead of the bulk writes the
+ * application still holds (after the one being sent and other interactive ones): what E9 tests
+ * with tcp_notsent_lowat, which keeps the backlog in the application where it can be reordered. */
+static void push(struct sconn *c, struct qent e, int keystrokes_first) {
   if (c->tail == c->cap) {
     if (c->head > 0) {
       memmove(c->q, c->q + c->head, (c->tail - c->head) * sizeof *c->q);
@@ -197,18 +213,53 @@ static void push(struct sconn *c, struct qent e) {
       if (!c->q) fail("out of memory");
     }
   }
-  c->q[c->tail++] = e;
+  size_t at = c->tail;
+  if (keystrokes_first && e.kind == 0) {
+    at = c->head;
+    while (at < c->tail && (c->q[at].sent > 0 || c->q[at].kind == 0)) at++;
+    memmove(c->q + at + 1, c->q + at, (c->tail - at) * sizeof *c->q);
+  }
+  c->q[at] = e;
+  c->tail++;
+}
+
+static void settos(struct sconn *c, int tos) {
+  if (tos == c->tos) return;
+  if (setsockopt(c->fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) < 0) die("setsockopt IP_TOS");
+  c->tos = tos;
+}
+
+/* TCP_INFO as "key=value" pairs. The RTO counters (Linux 6.7) sit after tcpi_snd_wnd and are not in
+ * older headers, so they are read by offset, and only when the kernel returned that many bytes. */
+static void write_info(FILE *f, int conn, int fd) {
+  unsigned char raw[512];
+  memset(raw, 0, sizeof raw);
+  socklen_t len = sizeof raw;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, raw, &len) < 0) die("getsockopt TCP_INFO");
+  struct tcp_info ti;
+  memcpy(&ti, raw, sizeof ti);
+  fprintf(f, "%d rto_us=%u rtt_us=%u rttvar_us=%u snd_cwnd=%u total_retrans=%u lost=%u retransmits=%u "
+          "backoff=%u min_rtt_us=%u bytes_retrans=%llu segs_out=%u dsack_dups=%u reord_seen=%u",
+          conn, ti.tcpi_rto, ti.tcpi_rtt, ti.tcpi_rttvar, ti.tcpi_snd_cwnd, ti.tcpi_total_retrans,
+          ti.tcpi_lost, ti.tcpi_retransmits, ti.tcpi_backoff, ti.tcpi_min_rtt,
+          (unsigned long long)ti.tcpi_bytes_retrans, ti.tcpi_segs_out, ti.tcpi_dsack_dups, ti.tcpi_reord_seen);
+  size_t at = offsetof(struct tcp_info, tcpi_snd_wnd) + 4 + 4 + 4; /* + rcv_wnd, rehash */
+  if (len >= at + 8) {
+    uint16_t rto, rec;
+    uint32_t rto_time;
+    memcpy(&rto, raw + at, 2);
+    memcpy(&rec, raw + at + 2, 2);
+    memcpy(&rto_time, raw + at + 4, 4);
+    fprintf(f, " total_rto=%u total_rto_recoveries=%u total_rto_time_ms=%u", rto, rec, rto_time);
+  }
+  fputc('\n', f);
 }
 
 /* Send what the socket takes, one write per send(); log each write whose last byte went. */
 static void flush(struct sconn *c, int index, int tos_interactive, FILE *out) {
   while (c->head < c->tail) {
     struct qent *e = &c->q[c->head];
-    int tos = e->kind == 0 ? tos_interactive : 0;
-    if (tos != c->tos) {
-      if (setsockopt(c->fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos) < 0) die("setsockopt IP_TOS");
-      c->tos = tos;
-    }
+    settos(c, e->kind == 0 ? tos_interactive : 0);
     unsigned char hb[HDR];
     struct hdr h = {MAGIC, e->id, e->app_ns, e->len, e->kind};
     memcpy(hb, &h, HDR);
@@ -221,17 +272,25 @@ static void flush(struct sconn *c, int index, int tos_interactive, FILE *out) {
     } else {
       sent = send(c->fd, filler + e->sent, e->len - e->sent, MSG_NOSIGNAL);
     }
-    if (sent < 0 && (errno == EAGAIN || errno == EINTR)) return;
+    int err = errno;
+    settos(c, 0); /* the mark is for what leaves during this send() only (see the header) */
+    if (sent < 0 && (err == EAGAIN || err == EINTR)) return;
+    errno = err;
     if (sent < 0) die("send");
+    if (e->sent == 0 && sent > 0) { /* its first byte enters the stream now (the order can change) */
+      e->off = c->queued;
+      c->queued += e->len;
+    }
     e->sent += (uint32_t)sent;
     if (e->sent < e->len) return;
-    fprintf(out, "%d %u %u %u %llu %llu\n", index, e->id, e->kind, e->len, (unsigned long long)e->app_ns,
-            (unsigned long long)now_ns());
+    fprintf(out, "%d %u %u %u %llu %llu %llu\n", index, e->id, e->kind, e->len, (unsigned long long)e->app_ns,
+            (unsigned long long)now_ns(), (unsigned long long)e->off);
     c->head++;
   }
 }
 
-static int run_send(const char *to, const char *schedule, const char *out_path, int tos_interactive, int lead_ms) {
+static int run_send(const char *to, const char *schedule, const char *out_path, int tos_interactive, int lead_ms,
+                    const char *ports_path, const char *info_path, int keystrokes_first) {
   struct sockaddr_in a;
   parse_addr(to, &a);
   FILE *in = fopen(schedule, "r");
@@ -268,8 +327,20 @@ static int run_send(const char *to, const char *schedule, const char *out_path, 
     if (send(fd, &idx, sizeof idx, 0) != sizeof idx) die("send");
     nonblocking(fd);
     sc[i].fd = fd;
+    sc[i].queued = sizeof idx;
     struct epoll_event ev = {.events = EPOLLOUT | EPOLLET, .data.u32 = (uint32_t)i};
     if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0) die("epoll_ctl");
+  }
+  if (ports_path) {
+    FILE *pf = fopen(ports_path, "w");
+    if (!pf) die(ports_path);
+    for (int i = 0; i < conns; i++) {
+      struct sockaddr_in me;
+      socklen_t ml = sizeof me;
+      if (getsockname(sc[i].fd, (struct sockaddr *)&me, &ml) < 0) die("getsockname");
+      fprintf(pf, "%d %u\n", i, ntohs(me.sin_port));
+    }
+    if (fclose(pf) != 0) die(ports_path);
   }
   FILE *out = fopen(out_path, "w");
   if (!out) die(out_path);
@@ -279,7 +350,7 @@ static int run_send(const char *to, const char *schedule, const char *out_path, 
     uint64_t due = start + items[next].t_us * 1000ull, t = now_ns();
     if (t >= due) {
       struct item *it = &items[next];
-      push(&sc[it->conn], (struct qent){(uint32_t)next, it->kind, it->len, t, 0});
+      push(&sc[it->conn], (struct qent){(uint32_t)next, it->kind, it->len, t, 0, 0}, keystrokes_first);
       flush(&sc[it->conn], it->conn, tos_interactive, out);
       next++;
       continue;
@@ -306,6 +377,8 @@ static int run_send(const char *to, const char *schedule, const char *out_path, 
     struct epoll_event evs[64];
     if (epoll_wait(ep, evs, 64, 100) < 0 && errno != EINTR) die("epoll_wait");
   }
+  FILE *info = info_path ? fopen(info_path, "w") : NULL;
+  if (info_path && !info) die(info_path);
   for (int i = 0; i < conns; i++) {
     shutdown(sc[i].fd, SHUT_WR);
     char b;
@@ -313,8 +386,10 @@ static int run_send(const char *to, const char *schedule, const char *out_path, 
     fcntl(sc[i].fd, F_SETFL, fl & ~O_NONBLOCK);
     while (read(sc[i].fd, &b, 1) > 0) {
     }
+    if (info) write_info(info, i, sc[i].fd); /* after the peer's close: every byte was acknowledged */
     close(sc[i].fd);
   }
+  if (info && fclose(info) != 0) die(info_path);
   if (fclose(out) != 0) die(out_path);
   return 0;
 }
@@ -323,6 +398,12 @@ static const char *opt(int argc, char **argv, const char *name, const char *dflt
   for (int i = 2; i + 1 < argc; i++)
     if (!strcmp(argv[i], name)) return argv[i + 1];
   return dflt;
+}
+
+static int has(int argc, char **argv, const char *name) {
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], name)) return 1;
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -339,7 +420,8 @@ int main(int argc, char **argv) {
     if (!to || !sched || !out) fail("send needs --to, --schedule and --out");
     int tos = (int)strtol(opt(argc, argv, "--tos-interactive", "0"), NULL, 0);
     if (tos < 0 || tos > 255) fail("--tos-interactive must be 0..255");
-    return run_send(to, sched, out, tos, atoi(opt(argc, argv, "--lead-ms", "100")));
+    return run_send(to, sched, out, tos, atoi(opt(argc, argv, "--lead-ms", "100")), opt(argc, argv, "--ports", NULL),
+                    opt(argc, argv, "--info", NULL), has(argc, argv, "--keystrokes-first"));
   }
   fail("the first argument must be recv or send");
   return 2;

@@ -1,0 +1,275 @@
+"""Job type ``thinclient_tcp``: paper 002's thin-client traffic over one shared bottleneck, on Linux TCP.
+
+N server/client pairs replay two-state screen traffic (``qoelab.thinclient``) through the userspace
+emulator as the paper's router (10 Mbit/s, 20 ms, a byte-limited tail-drop buffer, FIFO or two
+priority classes sharing it); each interactive write's one-way delay is taken apart into the
+paper's components. docs/thinclient-tcp.md; ../shared/notes/seed-thinclient-tcp.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field
+
+from qoelab import params as p
+from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, LinkParams, LinkProfile
+from qoelab.emulation.tcp import TcpSettings
+from qoelab.jobs import register
+from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
+from qoelab.thinclient.model import TwoStateModel
+
+PAIRS_MAX = 200
+SAMPLE_COMPONENTS = ("total", "server", "retransmission", "router", "client")
+
+
+class ThinclientParams(LinkParams):
+    """Paper 002's testbed: defaults are its "no modification" case (E1) with the large buffer."""
+
+    rate: p.Rate(RATE_MIN_BPS, RATE_MAX_BPS) | None = Field(  # type: ignore[valid-type]
+        default=10e6, description="bottleneck rate (the paper: 10 Mbit/s)"
+    )
+    delay: p.Duration(0.0, DELAY_MAX_S) = Field(  # type: ignore[valid-type]
+        default=0.02, description="WAN one-way delay (the paper: 20 ms; Fig. 14 sweeps 7-70 ms)"
+    )
+    lan_delay: p.Duration(0.0, 0.1) = Field(  # type: ignore[valid-type]
+        default=0.001, description="each LAN leg's delay, added to the WAN's (the paper: 1 ms)"
+    )
+    limit: str | int | None = Field(
+        default="2500000b", description="router buffer, tail drop: 2500000b (large) or 25000b (the BDP)"
+    )
+    queue: Literal["fifo", "prio"] = Field(
+        default="fifo", description="fifo, or prio: interactive packets (DSCP EF) first, one shared buffer"
+    )
+    tcp_cc: str = Field(default="reno", description="TCP congestion control (the paper: Reno)")
+    tcp_sack: bool = Field(default=False, description="SACK (off in the paper's baseline, on in §4)")
+    tcp_recovery: int | None = Field(default=None, ge=0, le=7, description="1 = RACK, 0 = RFC 6675")
+    tcp_early_retrans: int | None = Field(default=None, ge=0, le=4, description="0 = no tail loss probes")
+    tcp_frto: int | None = Field(default=None, ge=0, le=2, description="F-RTO (0 off, 2 with SACK)")
+    tcp_timestamps: int | None = Field(default=None, ge=0, le=2, description="TCP timestamps")
+    tcp_thin_linear_timeouts: bool | None = Field(default=None, description="linear RTOs for thin streams")
+    tcp_slow_start_after_idle: bool = Field(default=False, description="slow-start restart (paper: off)")
+    tcp_autocorking: bool = Field(default=False, description="coalesce small writes (paper's sender: off)")
+    tcp_notsent_lowat: p.Bytes(1, 2**32 - 1) | None = Field(  # type: ignore[valid-type]
+        default=None, description="unsent bytes a socket may hold (empty: unlimited)"
+    )
+    tcp_quickack: bool = Field(default=True, description="client ACKs every segment (paper: no delayed ACK)")
+    pairs: int = Field(default=100, ge=1, le=PAIRS_MAX, description="server/client pairs (the paper: 100)")
+    duration: p.Duration(1.0, 900.0) = Field(default=300.0, description="replay length (the paper: 300s)")  # type: ignore[valid-type]
+    connections: Literal["shared", "separate"] = Field(
+        default="shared", description="separate: interactive data on a connection of its own (Case 2)"
+    )
+    keystrokes_first: bool = Field(
+        default=False, description="the sender writes keystrokes before screen data it still holds (E9)"
+    )
+    t0: p.Duration(0.0, 0.5) = Field(  # type: ignore[valid-type]
+        default=0.02, description="request one-way time t0: thresholds are 150 - t0 and 1000 - t0 ms"
+    )
+    seed: int = Field(default=1, ge=0, le=2**31 - 1, description="traffic model seed")
+    experiment: str = Field(default="", max_length=20, description="the paper's experiment (e1..e9)")
+
+    def tcp_settings(self) -> TcpSettings:
+        return dataclasses.replace(
+            super().tcp_settings(),
+            recovery=self.tcp_recovery,
+            early_retrans=self.tcp_early_retrans,
+            frto=self.tcp_frto,
+            timestamps=self.tcp_timestamps,
+            thin_linear_timeouts=self.tcp_thin_linear_timeouts,
+            slow_start_after_idle=self.tcp_slow_start_after_idle,
+            autocorking=self.tcp_autocorking,
+            notsent_lowat=None if self.tcp_notsent_lowat is None else int(self.tcp_notsent_lowat),
+            quickack=self.tcp_quickack,
+        ).validate()
+
+    def to_profile(self, seed: int = 1) -> LinkProfile:
+        # Constant delays commute with the queue: the LAN legs ride on the delay after the router.
+        return LinkProfile.parse(
+            rate=self.rate,
+            delay=float(self.delay) + 2 * float(self.lan_delay),
+            loss=self.loss,
+            gemodel=self.gemodel,
+            limit=self.limit,
+            queue=self.queue,
+            up_rate=self.up_rate,
+            up_delay=None if self.up_delay is None else float(self.up_delay) + 2 * float(self.lan_delay),
+            up_loss=self.up_loss,
+            mtu=self.mtu,
+            seed=seed,
+            tcp=self.tcp_settings(),
+        )
+
+    def to_run(self) -> Any:
+        from qoelab.thinclient.trial import ThinclientRun
+
+        return ThinclientRun(profile=self.to_profile(self.seed), pairs=self.pairs,
+                             duration_s=float(self.duration), connections=self.connections, seed=self.seed,
+                             model=TwoStateModel(), t0_ms=float(self.t0) * 1e3,
+                             keystrokes_first=self.keystrokes_first)  # fmt: skip
+
+
+def inapplicable(params: ThinclientParams) -> frozenset[str]:
+    return frozenset() if params.connections == "shared" else frozenset({"keystrokes_first"})
+
+
+def run(params: ThinclientParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.thinclient import experiments
+    from qoelab.thinclient.trial import run_trial
+
+    started = time.time()
+
+    def on_tick(elapsed: float, down: dict[str, Any]) -> None:
+        ctx.log.info("t = %.0f s: %s packets through the router, %s dropped, largest queue %s B",
+                     elapsed, down.get("packets"), down.get("dropped_queue"),
+                     down.get("max_backlog_bytes"))  # fmt: skip
+
+    out = run_trial(params.to_run(), ctx.prefix, ctx.workdir / "run", on_tick=on_tick)
+    detail = ctx.workdir / "thinclient.json"
+    detail.write_text(json.dumps({"summary": out.summary, "connections": out.connections, "ccdf": out.ccdf,
+                                  "gaps": out.gaps, "writes": out.rows}, default=str))  # fmt: skip
+    ctx.add_artifact(detail, "json")
+    for name in ("down.rec", "linkemu.log"):
+        path = Path(ctx.workdir / "run" / name)
+        if path.exists() and name.endswith(".log"):
+            ctx.add_artifact(path, "log")
+    samples = [
+        Sample("ccdf", i, {**row, "curve": f"{row['kind']} {row['component']}"})
+        for i, row in enumerate(out.ccdf)
+        if row["component"] in SAMPLE_COMPONENTS
+    ]
+    samples += [Sample("connection", i, row) for i, row in enumerate(out.connections)]
+    samples += [Sample("gap_histogram", i, row) for i, row in enumerate(out.gaps)]
+    buffer_bytes = out.provenance["buffer_bytes"]
+    return TrialResult(
+        summary=out.summary,
+        samples=samples,  # type: ignore[arg-type]
+        series=[SeriesPoint("queue_bytes", t, v) for t, v in out.queue],
+        link=out.link,
+        provenance={
+            **out.provenance,
+            "paper": experiments.paper_values(params.experiment, buffer_bytes) if params.experiment else {},
+            "elapsed_s": time.time() - started,
+        },
+    )
+
+
+JOB = register(
+    JobType(
+        name="thinclient_tcp",
+        title="Thin-client TCP (paper 002)",
+        description="N server/client pairs replay two-state thin-client traffic (interactive keystrokes, "
+        "bulk screen updates) through one 10 Mbit/s bottleneck; each interactive write's one-way delay "
+        "is split into server buffering, retransmission, router queueing, propagation and client "
+        "head-of-line time, on real Linux TCP with the paper's settings read back.",
+        params=ThinclientParams,
+        requires=frozenset({"netns", "userspace_link", "thinclient"}),
+        inapplicable=inapplicable,  # type: ignore[arg-type]
+        run=run,  # type: ignore[arg-type]
+        metrics=(
+            Metric("r_I150", "interactive writes above 150 - t0 ms (r_I150)", ""),
+            Metric("r_I1000", "interactive writes above 1000 - t0 ms (r_I1000)", ""),
+            Metric("T_I150_s", "mean time between r_I150 events, Eq. 4 as printed", "s"),
+            Metric("T_I1000_s", "mean time between r_I1000 events, Eq. 4 as printed", "s"),
+            Metric("T_I150_rederived_s", "T_I150 by Eq. 4 re-derived (no 1/c_B on bulk terms)", "s"),
+            Metric("T_I1000_rederived_s", "T_I1000 by Eq. 4 re-derived", "s"),
+            Metric("p50_I_ms", "interactive one-way delay, median", "ms"),
+            Metric("p99_I_ms", "interactive one-way delay, 99th percentile", "ms"),
+            Metric("max_I_ms", "interactive one-way delay, largest", "ms"),
+            Metric("p99_B_ms", "bulk one-way delay, 99th percentile", "ms"),
+            Metric("rto_per_conn_300s", "RTOs per connection per 300 s (TcpExtTCPTimeouts)", ""),
+            Metric("spurious_rto_per_conn_300s", "spurious RTOs per connection per 300 s (F-RTO)", ""),
+            Metric("utilisation", "bottleneck utilisation (IP bytes)", ""),
+            Metric("utilisation_interactive", "bottleneck utilisation by interactive payload", ""),
+            Metric("router_drops", "packets dropped at the router (tail drop and push-out)", ""),
+            Metric("max_queue_bytes", "largest router queue", "B"),
+            Metric("share_server_I1000", "server buffering's share of the >980 ms tail", ""),
+            Metric("share_router_I150", "router queueing's share of the >130 ms tail", ""),
+            Metric("schedule_lag_p99_ms", "sender behind its schedule, 99th percentile", "ms"),
+        ),
+        charts=(
+            ChartSpec(
+                key="fig6",
+                title="Fig. 6: one-way delay CCDF by kind and component",
+                x="x_ms",
+                y="ccdf",
+                series="curve",
+                source="curve",
+                log_x=True,
+                log_y=True,
+                x_label="delay (ms)",
+                y_label="share of writes above",
+            ),
+            ChartSpec(
+                key="ri150",
+                title="r_I150 per configuration (paper: 3.6e-2 no modification, large)",
+                x="queue",
+                y="r_I150",
+                series="tcp_sack",
+                log_y=True,
+                facet="limit",
+                x_label="router queue",
+                y_label="r_I150",
+            ),
+            ChartSpec(
+                key="ri1000",
+                title="r_I1000 per configuration",
+                x="queue",
+                y="r_I1000",
+                series="tcp_sack",
+                log_y=True,
+                facet="limit",
+                x_label="router queue",
+                y_label="r_I1000",
+            ),
+            ChartSpec(
+                key="fig14_150",
+                title="Fig. 14: T_I150 against WAN delay",
+                x="delay",
+                y="T_I150_s",
+                series="experiment",
+                facet="limit",
+                log_y=True,
+                x_label="WAN one-way delay (ms)",
+                y_label="T_I150 (s)",
+                x_scale=1e-3,
+            ),
+            ChartSpec(
+                key="fig14_1000",
+                title="Fig. 14: T_I1000 against WAN delay",
+                x="delay",
+                y="T_I1000_s",
+                series="experiment",
+                facet="limit",
+                log_y=True,
+                x_label="WAN one-way delay (ms)",
+                y_label="T_I1000 (s)",
+                x_scale=1e-3,
+            ),
+            ChartSpec(
+                key="fig8",
+                title="Fig. 8: router queue over time",
+                x="t",
+                y="queue_bytes",
+                source="series",
+                x_label="time (s)",
+                y_label="queue (KB)",
+                y_scale=1e3,
+            ),
+            ChartSpec(
+                key="fig4",
+                title="Fig. 4: gaps between a connection's writes",
+                x="log10_gap",
+                y="count",
+                source="curve",
+                x_label="log10 gap (s)",
+                y_label="writes",
+            ),
+        ),  # fmt: skip
+        timeout_s=1500,
+        max_attempts=1,
+    )
+)
