@@ -12,6 +12,7 @@ mkdir -p "$STATE"
 # ffmpeg (recordings); storage APT: nbdkit and tgt (NBD and iSCSI targets), libnbd-dev and libiscsi-dev
 # (the apt-bdl helper), libiscsi-bin (iscsi-ls, iscsi-inq for checking a target by hand); offload
 # emulation (VOSE): libssl-dev (the vose-pair helper's SHA-1 and AES), ethtool (checksum offload flags);
+# thin-client Enhancement 1: clang, libbpf-dev, bpftool (workers/qoelab/thinclient/bpf);
 # services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv; wrk (the load
 # generator of benchmarks/reliability).
 DEB_PACKAGES=(
@@ -25,6 +26,7 @@ DEB_PACKAGES=(
   nbdkit tgt libnbd-dev libiscsi-dev libiscsi-bin libssl-dev ethtool
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core wrk
+  clang libbpf-dev bpftool
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
@@ -84,4 +86,8 @@ fi
 # The thin-client replay pair (C, libc only).
 if [ -f workers/qoelab/thinclient/csrc/Makefile ]; then
   make -s -C workers/qoelab/thinclient/csrc
+fi
+# Paper 002's Enhancement 1 as a BPF sock_ops program (clang -target bpf, libbpf headers).
+if [ -f workers/qoelab/thinclient/bpf/Makefile ]; then
+  make -s -C workers/qoelab/thinclient/bpf
 fi

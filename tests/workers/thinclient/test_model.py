@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -97,3 +99,16 @@ def test_a_capture_of_the_stream_gives_the_same_flows(tmp_path: Path) -> None:
 def test_a_trace_too_short_to_fit_says_which_transition_is_missing() -> None:
     with pytest.raises(ValueError, match="too short to fit: no"):
         trace.fit(trace.flows([(0.0, 100), (1.0, 100)]))
+
+
+def test_the_power_law_bulk_length_keeps_the_mean_and_has_the_long_blocks() -> None:
+    """bulk_length="pareto": Table 2's mean of 7.4 packets, but blocks of hundreds of packets occur
+    (the paper's §3.3), which the geometric shape almost never draws."""
+    from qoelab.thinclient.model import TwoStateModel, _bulk_packets
+
+    rng = random.Random(5)
+    heavy = [_bulk_packets(TwoStateModel(bulk_length="pareto", max_bulk=250), rng) for _ in range(100_000)]
+    light = [_bulk_packets(TwoStateModel(), rng) for _ in range(100_000)]
+    assert statistics.fmean(heavy) == pytest.approx(7.4, rel=0.03)
+    assert min(heavy) == 2 and max(heavy) <= 250
+    assert sum(n > 100 for n in heavy) > 100 * max(1, sum(n > 100 for n in light))

@@ -136,3 +136,21 @@ def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
     # tc-replay names the trial's work dir in its arguments, linkemu the trial's namespaces.
     leftover = subprocess.run(["pgrep", "-f", f"{tmp_path}/run|{prefix}"], capture_output=True, text=True)
     assert not leftover.stdout.split()
+
+
+def test_keystrokes_first_reorders_the_stream_and_every_write_is_still_placed(tmp_path: Path) -> None:
+    """E9: with a small notsent_lowat the backlog stays in tc-replay, where keystrokes overtake screen
+    data; the stream offsets follow the order the bytes really went, so the decomposition holds."""
+    _, _, result = run_job(tmp_path, pairs=3, tcp_notsent_lowat="2kb", keystrokes_first=True, limit="25000b")
+    assert result.link["tcp"]["server"]["notsent_lowat"] == 2048
+    rows = json.loads((tmp_path / "thinclient.json").read_text())["writes"]
+    assert rows and all(r["complete"] for r in rows)
+    for r in rows:
+        assert sum(r[f"{c}_ms"] for c in decompose.COMPONENTS) == pytest.approx(r["delay_ms"], abs=1e-3)
+    by_conn: dict[int, list[tuple[int, int]]] = {}
+    for r in rows:
+        by_conn.setdefault(r["conn"], []).append((r["off"], r["nbytes"]))
+    for spans in by_conn.values():  # the writes tile each stream from byte 4 on, in whatever order
+        spans.sort()
+        assert spans[0][0] == 4
+        assert all(a + n == b for (a, n), (b, _) in zip(spans, spans[1:], strict=False))

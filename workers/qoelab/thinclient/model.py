@@ -16,7 +16,9 @@ lab's choices (its assumption, not the paper's; all are parameters):
   own rule would read two flows as one. The mean stays the table's (the shift comes out of the
   exponential part);
 - **bulk length**: geometric on 2, 3, … (a one-packet flow is interactive by the paper's rule) with
-  mean c_B, cut at ``max_bulk`` (the paper's "less than about 100 packets");
+  mean c_B, cut at ``max_bulk`` (the paper's "less than about 100 packets"); or ``"pareto"``, a
+  bounded power law on 2 … ``max_bulk`` with the same mean, for the heavy tail the paper's real
+  traces had ("more than a few hundred packets in some cases", §3.3);
 - **packet sizes**: the table's means, constant.
 
 ``generate`` returns the writes of one server, seeded; ``trace.fit`` reads the same parameters
@@ -26,6 +28,8 @@ generator to Tables 1 and 2.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 import random
 from dataclasses import asdict, dataclass
@@ -52,7 +56,7 @@ class TwoStateModel:
     threshold: float = FLOW_THRESHOLD_S
     max_bulk: int = 100
     intervals: Literal["exponential", "constant"] = "exponential"
-    bulk_length: Literal["geometric", "constant"] = "geometric"
+    bulk_length: Literal["geometric", "pareto", "constant"] = "geometric"
 
     def __post_init__(self) -> None:
         problems = []
@@ -111,9 +115,32 @@ class Write:
     flow: int
 
 
+@functools.lru_cache(maxsize=16)
+def pareto_cdf(mean: float, top: int) -> tuple[float, ...]:
+    """CDF over n = 2 .. top of P(n) ~ n^-s, with s found so that the mean is ``mean``."""
+    sizes = range(2, top + 1)
+
+    def mean_of(s: float) -> float:
+        w = [n**-s for n in sizes]
+        return sum(n * x for n, x in zip(sizes, w, strict=True)) / sum(w)
+
+    lo, hi = 0.0, 20.0  # the mean falls as s grows: from (2 + top) / 2 at s = 0 towards 2
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if mean_of(mid) > mean else (lo, mid)
+    w = [n ** -((lo + hi) / 2) for n in sizes]
+    total, acc, out = sum(w), 0.0, []
+    for x in w:
+        acc += x / total
+        out.append(acc)
+    return tuple(out)
+
+
 def _bulk_packets(model: TwoStateModel, rng: random.Random) -> int:
     if model.bulk_length == "constant":
         return max(2, round(model.c_b))
+    if model.bulk_length == "pareto":
+        return 2 + bisect.bisect_left(pareto_cdf(model.c_b, model.max_bulk), rng.random() * (1 - 1e-12))
     # Geometric on {2, 3, ...} with mean c_b: 2 + failures before a success of p = 1/(c_b - 1).
     p = 1.0 / (model.c_b - 1.0)
     while True:

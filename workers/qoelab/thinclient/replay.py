@@ -17,6 +17,7 @@ what the paper's 100 pairs do.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -31,6 +32,7 @@ from qoelab.errors import QoelabError
 from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel, Write, generate
 
 NOT_BUILT = "tc-replay is not built (run make deps)"
+DEFAULT_PORT = 47_100  # the receiver's listening port
 STAGGER_S = 0.25e-3  # the paper's shift of each sender's start (notes §2)
 TOS_INTERACTIVE = 0xB8  # DSCP EF (46) << 2: what a priority queue sorts interactive packets by
 KINDS = (INTERACTIVE, BULK)
@@ -133,6 +135,11 @@ def _ns_cmd(ns: str, *argv: str) -> list[str]:
     return ["ip", "netns", "exec", ns, *argv]
 
 
+def _into_cgroup(cgroup: Path) -> list[str]:
+    """Argv prefix: the shell writes its pid into the cgroup, then execs the rest of the line."""
+    return ["sh", "-c", f'echo $$ > {shlex.quote(str(cgroup / "cgroup.procs"))} && exec "$@"', "sh"]
+
+
 def _stop(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -146,12 +153,13 @@ def run(
     client_ip: str,
     workdir: Path,
     *,
-    port: int = 47_100,
+    port: int = DEFAULT_PORT,
     tos_interactive: int = TOS_INTERACTIVE,
     timeout: float | None = None,
     on_tick: Callable[[float], None] | None = None,
     tick_s: float = 10.0,
     keystrokes_first: bool = False,
+    cgroup: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Replay ``rows`` from the server namespace to the client namespace; one record per write.
 
@@ -159,8 +167,10 @@ def run(
     local port, to find its packets) and ``info.txt`` (TCP_INFO per connection at the end; read
     them with ``ports`` and ``tcp_info``). ``keystrokes_first``: an interactive write overtakes the
     bulk writes the sender still holds (E9). ``on_tick(elapsed_s)`` is called every ``tick_s`` while
-    the replay runs. Raises ReplayError (the tool's own sentence) when a side fails or the replay
-    overruns ``timeout`` (default: the schedule's length plus 60 s); no process outlives the call.
+    the replay runs. ``cgroup``: the sender joins this cgroup v2 directory before it execs (so the
+    BPF program of ``thinclient.bpf`` acts on its sockets only). Raises ReplayError (the tool's own
+    sentence) when a side fails or the replay overruns ``timeout`` (default: the schedule's length
+    plus 60 s); no process outlives the call.
     """
     tool = binary()
     if not tool.exists():
@@ -185,8 +195,9 @@ def run(
             raise ReplayError(
                 f"the receiver did not start: {(recv.stderr.read() if recv.stderr else '').strip()}"
             )
+        into_cgroup = [] if cgroup is None else _into_cgroup(cgroup)
         send = subprocess.Popen(
-            _ns_cmd(server_ns, str(tool), "send", "--to", f"{client_ip}:{port}", "--schedule",
+            into_cgroup + _ns_cmd(server_ns, str(tool), "send", "--to", f"{client_ip}:{port}", "--schedule",
                     str(workdir / "schedule.txt"), "--out", str(send_log),
                     "--tos-interactive", str(tos_interactive), "--ports", str(workdir / "ports.txt"),
                     "--info", str(workdir / "info.txt"),

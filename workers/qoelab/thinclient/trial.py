@@ -12,9 +12,10 @@ connects. Afterwards: per write the delay decomposition (``decompose``), the pap
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,24 +26,13 @@ from qoelab.emulation import records as emu_records
 from qoelab.emulation import tcp
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.topology import emulated_link
+from qoelab.errors import ParameterError
 from qoelab.thinclient import classify, decompose, metrics, replay, trace
 from qoelab.thinclient.model import INTERACTIVE, TwoStateModel
 
 log = logging.getLogger("qoelab.thinclient")
 
 QUEUE_BIN_S = 0.1  # the queue-over-time series keeps each 100 ms bin's largest backlog (Fig. 8)
-COUNTER_KEYS = (
-    "TcpExtTCPTimeouts",
-    "TcpExtTCPSpuriousRTOs",
-    "TcpExtTCPLossUndo",
-    "TcpExtTCPLostRetransmit",
-    "TcpExtTCPSackRecovery",
-    "TcpExtTCPRenoRecovery",
-    "TcpExtTCPSackRecoveryFail",
-    "TcpExtTCPLossProbes",
-    "TcpRetransSegs",
-    "TcpOutSegs",
-)
 
 
 @dataclass(frozen=True)
@@ -59,6 +49,8 @@ class ThinclientRun:
     trace_server_port: int | None = None
     t0_ms: float = 20.0
     keystrokes_first: bool = False  # E9: the sender writes keystrokes before screen data it holds
+    rto_ewma: bool = False  # Enhancement 1: the BPF program of thinclient.bpf (docs/thinclient-bpf.md)
+    rto_ewma_floor_s: float = 0.2  # the lowest RTO floor that program sets
 
 
 @dataclass
@@ -91,11 +83,14 @@ def run_trial(
     rows = build_schedule(run)
     if not rows:
         raise replay.ReplayError("the schedule has no writes (a trace without server payload?)")
+    check_rto_ewma(run)
     workdir.mkdir(parents=True, exist_ok=True)
     rec_path = workdir / "down.rec"
     started = time.time()
+    ewma: dict[str, Any] = {}
     with emulated_link(run.profile, prefix=prefix, backend="userspace", packet_records=rec_path,
-                       log_path=workdir / "linkemu.log") as link:  # fmt: skip
+                       log_path=workdir / "linkemu.log") as link, \
+            _rto_ewma(run, prefix, ewma) as cgroup:  # fmt: skip
         before = {side: tcp.counters(link.ns(side)) for side in ("server", "client")}
 
         def tick(elapsed: float) -> None:
@@ -104,7 +99,7 @@ def run_trial(
 
         writes = replay.run(rows, link.server_ns, link.client_ns, link.client_ip, workdir / "replay",
                             timeout=run.duration_s + 120, on_tick=tick,
-                            keystrokes_first=run.keystrokes_first)  # fmt: skip
+                            keystrokes_first=run.keystrokes_first, cgroup=cgroup)  # fmt: skip
         after = {side: tcp.counters(link.ns(side)) for side in ("server", "client")}
         described = link.describe()
     stats = dict(link.emulator_stats or {})
@@ -112,8 +107,66 @@ def run_trial(
     ports = replay.ports(workdir / "replay")
     info = replay.tcp_info(workdir / "replay")
     decomposed = decompose.decompose(writes, packets, ports, round(run.profile.down.delay_s * 1e9))
-    counters = {side: tcp.counter_delta(before[side], after[side], COUNTER_KEYS) for side in before}
-    return _output(run, rows, decomposed, packets, counters, info, stats, described, started)
+    counters = {side: tcp.counter_delta(before[side], after[side], tcp.COUNTER_KEYS) for side in before}
+    out = _output(run, rows, decomposed, packets, counters, info, stats, described, started)
+    if run.rto_ewma:
+        _add_ewma(out, ewma, ports)
+    return out
+
+
+def check_rto_ewma(run: ThinclientRun) -> None:
+    """ParameterError naming ``rto_ewma`` when the program cannot run here or would be overridden."""
+    if not run.rto_ewma:
+        return
+    if run.profile.tcp.rto_min_s is not None:
+        # The route's rto_min takes precedence over TCP_BPF_RTO_MIN: the program would do nothing.
+        raise ParameterError("rto_ewma", "cannot be combined with rto_min (the route's rto_min overrides it)")
+    from qoelab.thinclient.bpf import loader
+
+    ok, reason = loader.available()
+    if not ok:
+        raise ParameterError("rto_ewma", f"the BPF program cannot run here: {reason}")
+
+
+@contextlib.contextmanager
+def _rto_ewma(run: ThinclientRun, prefix: str, into: dict[str, Any]) -> Iterator[Path | None]:
+    """The sender's cgroup with the program attached (None without ``rto_ewma``); fills ``into``
+    with its counters and per-connection values before it detaches."""
+    if not run.rto_ewma:
+        yield None
+        return
+    from qoelab.thinclient.bpf import loader
+
+    into["floor_min_us"] = round(run.rto_ewma_floor_s * 1e6)
+    with loader.rto_ewma(prefix, replay.DEFAULT_PORT, base_us=into["floor_min_us"]) as handle:
+        try:
+            yield handle.cgroup
+        finally:
+            with contextlib.suppress(loader.BpfError, OSError, ValueError):
+                into["counters"] = loader.counters(handle)
+                into["connections"] = loader.connections(handle)
+
+
+EWMA_CONN_KEYS = ("floor_us", "srtt_us", "rttvar_us", "rto_us", "kernel_srtt_us", "kernel_rttvar_us",
+                  "samples", "resets", "kernel_below")  # fmt: skip
+
+
+def _add_ewma(out: ThinclientOutput, ewma: dict[str, Any], ports: dict[int, int]) -> None:
+    got = ewma.get("counters", {})
+    for key in ("samples", "floor_updates", "resets", "setsockopt_failures", "floor_capped", "sockets",
+                "kernel_below"):  # fmt: skip
+        if got.get(key) is not None:
+            out.summary[f"ewma_{key}"] = got[key]
+    by_port = ewma.get("connections", {})
+    for row in out.connections:
+        mine = by_port.get(ports.get(row["conn"], -1), {})
+        row.update({f"ewma_{k}": mine.get(k) for k in EWMA_CONN_KEYS})
+    out.provenance["rto_ewma"] = {
+        "program": "workers/qoelab/thinclient/bpf/rto_ewma.bpf.c",
+        "doc": "docs/thinclient-bpf.md",
+        "floor_min_us": ewma.get("floor_min_us"),
+        "counters": got,
+    }
 
 
 def _span_s(packets: np.ndarray) -> float:

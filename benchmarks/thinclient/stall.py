@@ -1,0 +1,164 @@
+"""Paper 002's Fig. 9 question on Linux: after bursty drops at the router, does a sender stall for
+seconds? Read from the router's own per-packet records (``paper_table.py --records`` keeps them).
+
+For every connection: its data packets in arrival order at the router, each a first transmission
+or a retransmission (its range starts below the highest byte seen before), forwarded or dropped.
+A **loss episode** starts at a drop when nothing was outstanding and ends when a forwarded copy has
+covered the start of every range dropped since; its length is the recovery time the paper's Fig. 9
+shows growing to several seconds in ns-2. Also counted: retransmissions dropped again (the
+paper's "lost retransmissions", which only an RTO recovers in ns-2's FullTCP) and the longest
+silence of the connection inside an episode (RTO backoff shows there). The longest episode is
+drawn as a time-sequence SVG (Fig. 9's axes).
+
+    .venv/bin/python benchmarks/thinclient/stall.py benchmarks/thinclient/results/records/e2-small.rec
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "workers"))
+
+from qoelab.emulation import records  # noqa: E402
+
+SEQ_MOD = 1 << 32
+
+
+def connection_packets(recs: np.ndarray, port: int) -> dict[str, np.ndarray] | None:
+    mine = recs[recs["sport"] == port]
+    syn = mine[(mine["tcp_flags"] & records.TCP_SYN) != 0]
+    if not syn.size:
+        return None
+    base = (int(syn["seq"][0]) + 1) % SEQ_MOD
+    data = mine[mine["payload_len"] > 0]
+    data = data[np.argsort(data["arrival_ns"], kind="stable")]
+    start = (data["seq"].astype(np.int64) - base) % SEQ_MOD
+    end = start + data["payload_len"].astype(np.int64)
+    highest = np.maximum.accumulate(np.concatenate([[0], end[:-1]]))
+    return {
+        "t": data["arrival_ns"].astype(np.int64),
+        "start": start,
+        "end": end,
+        "dropped": data["fate"] != records.FORWARDED,
+        "retransmission": start < highest,
+    }
+
+
+def episodes(p: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    outstanding: list[int] = []  # starts of dropped ranges not yet covered by a forwarded copy
+    current: dict[str, Any] | None = None
+    last_t = None
+    for i in range(p["t"].size):
+        t, s, e = int(p["t"][i]), int(p["start"][i]), int(p["end"][i])
+        if current is not None and last_t is not None:  # a gap inside the episode: nothing sent
+            current["longest_silence_ns"] = max(current["longest_silence_ns"], t - last_t)
+        if p["dropped"][i]:
+            if current is None:
+                current = {"start_ns": t, "drops": 0, "lost_retransmissions": 0, "longest_silence_ns": 0}
+            current["drops"] += 1
+            current["lost_retransmissions"] += int(p["retransmission"][i])
+            outstanding.append(s)
+        elif current is not None:
+            outstanding = [x for x in outstanding if not s <= x < e]
+        last_t = t
+        if current is not None and not outstanding:
+            current["end_ns"] = t
+            out.append(current)
+            current = None
+    if current is not None:
+        current["end_ns"] = None  # never recovered within the records
+        out.append(current)
+    return out
+
+
+def svg(p: dict[str, np.ndarray], t0: int, t1: int, path: Path, first_drop_ns: int) -> None:
+    """A time-sequence plot: first transmissions, retransmissions and drops (Fig. 9's axes)."""
+    keep = (p["t"] >= t0) & (p["t"] <= t1)
+    t = (p["t"][keep] - t0) / 1e9
+    seq = p["start"][keep]
+    if not t.size:
+        return
+    w, h, m = 800, 480, 50
+    lo, hi = seq.min(), max(seq.max(), seq.min() + 1)
+    span = max(t.max(), 1e-3)
+
+    def xy(ti: float, si: int) -> tuple[float, float]:
+        return m + (w - 2 * m) * ti / span, h - m - (h - 2 * m) * (si - lo) / (hi - lo)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" '
+             f'font-size="12"><rect width="{w}" height="{h}" fill="white"/>',
+             f'<line x1="{m}" y1="{h - m}" x2="{w - m}" y2="{h - m}" stroke="black"/>',
+             f'<line x1="{m}" y1="{m}" x2="{m}" y2="{h - m}" stroke="black"/>',
+             f'<text x="{w / 2}" y="{h - 12}" text-anchor="middle">time (s), 0 .. {span:.2f}; the first '
+             f"drop at {(first_drop_ns - t0) / 1e9:.2f} s</text>",
+             f'<text x="14" y="{h / 2}" transform="rotate(-90 14 {h / 2})" text-anchor="middle">'
+             f"stream offset (bytes) {lo} .. {hi}</text>"]  # fmt: skip
+    styles = {"first": "#1f77b4", "retransmission": "#2ca02c", "dropped": "#d62728"}
+    for ti, si, d, r in zip(t, seq, p["dropped"][keep], p["retransmission"][keep], strict=True):
+        x, y = xy(float(ti), int(si))
+        colour = styles["dropped"] if d else styles["retransmission"] if r else styles["first"]
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="2" fill="{colour}"/>')
+    for i, (name, colour) in enumerate(styles.items()):
+        parts.append(f'<circle cx="{w - 170}" cy="{m + 16 * i}" r="4" fill="{colour}"/>'
+                     f'<text x="{w - 160}" y="{m + 4 + 16 * i}">{name}</text>')  # fmt: skip
+    parts.append("</svg>")
+    path.write_text("\n".join(parts))
+
+
+def analyse(rec: Path, svg_out: Path | None) -> dict[str, Any]:
+    recs = records.read(rec)
+    ports = {int(k): v for k, v in json.loads(rec.with_suffix(".ports.json").read_text()).items()}
+    found, worst = [], None
+    for conn, port in ports.items():
+        p = connection_packets(recs, port)
+        if p is None:
+            continue
+        for ep in episodes(p):
+            ep["conn"] = conn
+            found.append(ep)
+            length = (ep["end_ns"] or int(p["t"][-1])) - ep["start_ns"]
+            if worst is None or length > worst[0]:
+                worst = (length, p, ep)
+    lengths = np.array([(e["end_ns"] - e["start_ns"]) / 1e6 for e in found if e["end_ns"] is not None])
+    out = {
+        "records": rec.name,
+        "episodes": len(found),
+        "unrecovered": sum(e["end_ns"] is None for e in found),
+        "recovery_ms_p50": float(np.percentile(lengths, 50)) if lengths.size else None,
+        "recovery_ms_p99": float(np.percentile(lengths, 99)) if lengths.size else None,
+        "recovery_ms_max": float(lengths.max()) if lengths.size else None,
+        "episodes_over_1s": int((lengths > 1000).sum()),
+        "drops": sum(e["drops"] for e in found),
+        "lost_retransmissions": sum(e["lost_retransmissions"] for e in found),
+        "longest_silence_ms": max((e["longest_silence_ns"] / 1e6 for e in found), default=None),
+    }
+    if worst is not None and svg_out is not None:
+        _, p, ep = worst
+        end = ep["end_ns"] or int(p["t"][-1])
+        svg(p, ep["start_ns"] - 200_000_000, end + 200_000_000, svg_out, ep["start_ns"])
+        out["worst"] = {"conn": ep["conn"], "drops": ep["drops"],
+                        "lost_retransmissions": ep["lost_retransmissions"],
+                        "recovery_ms": (end - ep["start_ns"]) / 1e6, "svg": str(svg_out)}  # fmt: skip
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("records", nargs="+", type=Path, help="router records saved by paper_table.py --records")
+    ap.add_argument("--svg-dir", type=Path, default=ROOT / "docs" / "img", help="for the worst episode")
+    args = ap.parse_args()
+    for rec in args.records:
+        print(json.dumps(analyse(rec, args.svg_dir / f"thinclient-stall-{rec.stem}.svg")))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
