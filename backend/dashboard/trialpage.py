@@ -211,3 +211,62 @@ def playable(artifact: Any) -> str | None:
     if kind.sniff(head) is None:
         return f"its bytes are not {kind.expected}"
     return None
+
+
+# Paper 002's flow classification of an rd_qoe capture (provenance["thinclient_classify"]): the
+# measured value beside the paper's RDP value, in the order of its Tables 1 and 2.
+CLASSIFY_ROWS = (
+    ("alpha", "α: P(interactive → bulk)", ""),
+    ("beta", "β: P(bulk → interactive)", ""),
+    ("p_I", "p_I: share of interactive flows", ""),
+    ("p_B", "p_B: share of bulk flows", ""),
+    ("c_B", "c_B: segments per bulk flow", ""),
+    ("t_II_s", "t_II: interactive → interactive", "s"),
+    ("t_IB_s", "t_IB: interactive → bulk", "s"),
+    ("t_BI_s", "t_BI: bulk → interactive", "s"),
+    ("t_BB_s", "t_BB: bulk → bulk", "s"),
+    ("bytes_per_packet_interactive", "bytes per packet, interactive", "B"),
+    ("bytes_per_packet_bulk", "bytes per packet, bulk", "B"),
+)
+
+
+def _number(value: Any) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
+
+
+def thinclient_table(provenance: Any) -> dict[str, Any] | None:
+    """The trial page's "Traffic by paper 002's rule" table, or None when the trial has no
+    classification; ``error`` (and no rows) when the classification could not be made."""
+    doc = provenance.get("thinclient_classify") if isinstance(provenance, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    if doc.get("error"):
+        return {"error": str(doc["error"]), "rows": []}
+    paper = doc.get("paper") if isinstance(doc.get("paper"), dict) else {}
+    rows = [
+        {
+            "key": key,
+            "label": label,
+            "unit": unit,
+            "measured": _number(doc.get(key)),
+            "paper": _number(paper.get(key)),
+        }
+        for key, label, unit in CLASSIFY_ROWS
+    ]
+    tau, paper_tau = _number(doc.get("tau_s")), _number(paper.get("tau_s"))
+    return {
+        "error": None,
+        "rows": rows,
+        "tau_s": tau,
+        "tau_is_papers": tau is not None
+        and paper_tau is not None
+        and math.isclose(tau, paper_tau, rel_tol=1e-6),
+        "paper_tau_s": paper_tau,
+        "flows_interactive": doc.get("flows_interactive"),
+        "flows_bulk": doc.get("flows_bulk"),
+        "segments": doc.get("segments"),
+        "connections": doc.get("connections"),
+        "server": ":".join(str(v) for v in (doc.get("server_ip"), doc.get("server_port")) if v is not None),
+        "capture_point": doc.get("capture_point"),
+    }

@@ -441,6 +441,7 @@ def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "link_left_off": link_left_off,
         "provenance_rows": provenance_rows,
         "provenance_left_off": provenance_left_off,
+        "thinclient": trialpage.thinclient_table(trial.provenance),
         "link_json": json.dumps(trial.link, indent=2, sort_keys=True) if trial.link else "",
         "provenance_json": json.dumps(trial.provenance, indent=2, sort_keys=True) if trial.provenance else "",
         "server_side": services.server_side(trial.provenance),

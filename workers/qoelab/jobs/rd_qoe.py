@@ -5,14 +5,17 @@ desktop with one protocol's server and native client, clicks through the workloa
 at a time under capture and records one sample per screen update (T, X, X/T, pixel time, ...).
 The charts reproduce the thesis' Figs. 4.6-4.8 from the per-trial means (mean ± 95 % CI over the
 repetitions, as the thesis averaged 10 runs per condition).
+
+``workload: typing`` types into an editor page instead (``qoelab.rd.keystrokes``): one ``keystroke``
+sample per key, its echo timed like an update. For both workloads the capture is classified by
+paper 002's flow rule (``qoelab.thinclient.classify``) into provenance ``thinclient_classify`` and
+the ``tc_*`` summary values.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
-import statistics
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -22,7 +25,11 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TrialContext, TrialResult
+from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialContext, TrialResult
+from qoelab.rd.flows import classification_metrics, classify_capture
+from qoelab.rd.keystrokes import DEFAULT_GAP_S
+from qoelab.rd.keystrokes import MAX_KEYSTROKES as MAX_TYPED
+from qoelab.rd.samples import keystroke_samples, summarise, update_samples
 
 PROTOCOLS = ("vnc", "spice", "x2go")
 # What a worker must report for each protocol (qoelab.capabilities.RD_TOOLS). The SPICE server
@@ -50,7 +57,11 @@ PARAM_GROUPS = (
         "Protocol settings",
         "the remote-desktop protocol, where its server runs, and each protocol's knobs",
     ),
-    ("driver", "Slow-motion driver", "workload pages, silence and pause per update, timeouts"),
+    (
+        "driver",
+        "Slow-motion driver",
+        "the workload (pages or typing), silence and pause per update, timeouts",
+    ),
     ("recording", "Recording", "WebM videos for recorded-mode ratings"),
 )
 
@@ -129,6 +140,27 @@ class RdQoeParams(LinkParams):
         ge=1,
         le=100,
         description="screen updates (clicks) per trial",
+        json_schema_extra=_group("driver"),
+    )
+    # After pages, record and server: the validators below read them.
+    workload: Literal["pages", "typing"] = Field(
+        default="pages",
+        description="pages: click through the workload pages, one screen update at a time (thesis "
+        "ch. 4); typing: type seeded text into an editor page at a typist's rate, one keystroke echo "
+        "per sample (paper 002's interactive flows; docs/rd-benchmark.md)",
+        json_schema_extra=_group("driver"),
+    )
+    typing_gap: p.Duration(0.05, 5.0) = Field(  # type: ignore[valid-type]
+        default=DEFAULT_GAP_S,
+        description="typing: mean gap between keystrokes (gamma-distributed, seeded; 0.27 s = paper "
+        "002's t_II, about 45 words per minute)",
+        json_schema_extra=_group("driver"),
+    )
+    keystrokes: int = Field(
+        default=40,
+        ge=1,
+        le=MAX_TYPED,
+        description="typing: keystrokes per trial",
         json_schema_extra=_group("driver"),
     )
     vnc_server: Literal["x11vnc", "tigervnc"] = Field(
@@ -216,6 +248,34 @@ class RdQoeParams(LinkParams):
             )
         return pages
 
+    @field_validator("workload")
+    @classmethod
+    def _typing_runs_in_the_namespace(cls, workload: str, info: ValidationInfo) -> str:
+        if workload == "typing" and info.data.get("server") == "vm":
+            raise ValueError("typing runs on the namespace desktop only (server namespace), not server vm")
+        if workload == "typing" and info.data.get("record"):
+            raise ValueError("typing has no recorded mode: set record to false")
+        return workload
+
+    @field_validator("keystrokes")
+    @classmethod
+    def _keystrokes_fit_the_time_limit(cls, keystrokes: int, info: ValidationInfo) -> int:
+        d = info.data
+        if d.get("workload") != "typing" or not all(
+            k in d for k in ("typing_gap", "quiet", "verify_duration")
+        ):
+            return keystrokes
+        # Gaps average typing_gap; allow twice that per key, plus the focus click and the last echo.
+        fixed = SETUP_BUDGET_S + 2 * d["verify_duration"] + 10 + 8 * d["quiet"]
+        per_key = 2 * d["typing_gap"] + 0.1  # + xdotool's own time per key
+        if keystrokes * per_key + fixed > TIMEOUT_S:
+            most = int((TIMEOUT_S - fixed) // per_key)
+            raise ValueError(
+                f"must be at most {most} with typing_gap {d['typing_gap']:g} s (the trial limit is "
+                f"{TIMEOUT_S} s), got {keystrokes}"
+            )
+        return keystrokes
+
     def settings(self) -> dict[str, Any]:
         """The protocol's settings for ``run_bench`` (only the chosen protocol's are used)."""
         if self.protocol == "vnc":
@@ -235,8 +295,6 @@ def requires_for(params: RdQoeParams) -> frozenset[str]:
 
 SPICE_IMAGE_COMPRESSION = ("auto_glz", "auto_lz", "quic", "glz", "lz", "off")
 X2GO_LINKS = ("modem", "isdn", "adsl", "wan", "lan")
-# An update whose pixel time and packet time differ by more than this is flagged (``disagree``).
-DISAGREE_MS = 500.0
 # Fixed costs of a trial besides the clicks: desktop + viewer start (X2Go's SSH login is the
 # slowest, ~12 s), teardown, the link verification's pings and UDP probes.
 SETUP_BUDGET_S = 60.0
@@ -245,66 +303,6 @@ VM_SETUP_BUDGET_S = 300.0
 TIMEOUT_S = 1800  # the job type's hard limit per trial attempt
 GUEST_LOGS = (".log", ".err", ".png")  # VM mode: console log, QEMU's stderr, the last screen
 RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `record` is on
-
-
-def _mean(values: list[float]) -> float | None:
-    return statistics.fmean(values) if values else None
-
-
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
-def update_samples(updates: list[dict[str, Any]], disagree_ms: float = DISAGREE_MS) -> list[Sample]:
-    """One ``update`` sample per screen update, with pixel time beside packet time."""
-    samples = []
-    for u in updates:
-        click_to_end = (
-            (u["end"] - u["click_time"]) * 1e3 if u.get("end") is not None and u.get("click_time") else None
-        )
-        pixel = u.get("pixel_ms")
-        gap = None if pixel is None or click_to_end is None else pixel - click_to_end
-        values: dict[str, Any] = {
-            "page": u.get("page"),
-            "ratio": u.get("ratio"),
-            "T_ms": u.get("T_ms"),
-            "bytes_down": u["bytes_down"],
-            "bytes_down_unique": u["bytes_down_unique"],
-            "rate_bps": u.get("rate_bps"),
-            "pixel_ms": pixel,
-            "pixel_minus_packet_ms": gap,
-            "disagree": gap is not None and abs(gap) > disagree_ms,
-            "extended_to_pixels": bool(u.get("extended_to_pixels")),
-            "bytes_up": u["bytes_up"],
-            "packets_down": u["packets_down"],
-            "packets_up": u["packets_up"],
-            "retransmissions": u["retransmissions_down"] + u["retransmissions_up"],
-            "retransmissions_down": u["retransmissions_down"],
-            "retransmissions_up": u["retransmissions_up"],
-            "connections": u["connections"],
-            "timed_out": bool(u["timed_out"]),
-            "reason": u.get("reason"),
-        }
-        samples.append(Sample("update", int(u["index"]), values))
-    return samples
-
-
-def summarise(samples: list[Sample], timings: dict[str, float]) -> dict[str, float]:
-    """Per-trial numbers: means and medians over the updates that finished."""
-    done = [s.values for s in samples if not s.values["timed_out"] and s.values["T_ms"] is not None]
-    out: dict[str, float | None] = {
-        "n": float(len(samples)),
-        "n_timed_out": float(sum(bool(s.values["timed_out"]) for s in samples)),
-        "n_disagree": float(sum(bool(s.values["disagree"]) for s in samples)),
-        "setup_s": timings.get("setup_s"),
-        "teardown_s": timings.get("teardown_s"),
-        "run_s": timings.get("run_s"),
-    }
-    for name in ("T_ms", "bytes_down", "rate_bps", "pixel_ms", "bytes_up"):
-        vals = [float(v[name]) for v in done if v.get(name) is not None]
-        out[name] = _mean(vals)
-        out[f"{name}_median"] = _median(vals)
-    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
 def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
@@ -355,6 +353,16 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 prefix=ctx.prefix,
                 record=params.record,
                 **({"start": params.vm_start} if params.server == "vm" else {}),
+                # Only when typing: the page workload calls the bench exactly as before.
+                **(
+                    {
+                        "workload": "typing",
+                        "keystrokes": params.keystrokes,
+                        "typing_gap_s": float(params.typing_gap),
+                    }
+                    if params.workload == "typing"
+                    else {}
+                ),  # fmt: skip
             )
             phases["bench_s"] = time.monotonic() - clock
             clock = time.monotonic()
@@ -381,8 +389,13 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
         from qoelab.errors import QoelabError
 
         raise QoelabError(result.get("analysis_error") or "the packet analysis produced no updates")
-    samples = update_samples(result["updates"])
+    if params.workload == "typing":
+        samples = keystroke_samples(result["updates"], result.get("typing") or {})
+    else:
+        samples = update_samples(result["updates"])
     summary = summarise(samples, result["timings"])
+    classified = classify_capture(trial_dir / "capture.pcap", link.server_ip, params.protocol, result)
+    summary.update(classification_metrics(classified))
     for name in ("tcp_down_bps", "rtt_ms"):
         value = measured_or_reused(verification, name)
         if value is not None:
@@ -406,6 +419,8 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
             "analysis": result.get("analysis"),
             **({"recordings": _recording_provenance(result["recordings"])} if "recordings" in result else {}),
             **({"vm": result["vm"]} if "vm" in result else {}),
+            **({"typing": result["typing"]} if "typing" in result else {}),
+            "thinclient_classify": classified,
             "phases": {k: round(v, 3) for k, v in phases.items()},
         },
     )
@@ -473,6 +488,12 @@ JOB = register(
             Metric("link_teardown_s", "link teardown", "s"),
             Metric("link_tcp_down_bps", "link: TCP goodput down", "bit/s"),
             Metric("link_rtt_ms", "link: RTT idle", "ms"),
+            Metric("echo_ms", "typing: keystroke echo time (mean)", "ms"),
+            Metric("echo_ms_median", "typing: keystroke echo time (median)", "ms"),
+            Metric("tc_alpha", "paper 002: P(interactive → bulk), α", ""),
+            Metric("tc_beta", "paper 002: P(bulk → interactive), β", ""),
+            Metric("tc_c_B", "paper 002: segments per bulk flow, c_B", ""),
+            Metric("tc_p_I", "paper 002: share of interactive flows, p_I", ""),
         ),
         charts=(
             _t_vs(

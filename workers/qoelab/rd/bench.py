@@ -28,8 +28,10 @@ from qoelab.rd.desktop import PROTOCOLS, ServerSide, find_x2go_agent_display, st
 from qoelab.rd.display import Display, start_xvfb
 from qoelab.rd.driver import DriverParams, drive
 from qoelab.rd.geometry import desktop_extent, root_size
+from qoelab.rd.keystrokes import DEFAULT_GAP_S, TypingPlan, type_keys
+from qoelab.rd.keystrokes import plan as typing_plan
 from qoelab.rd.procs import ProcSet, SetupError, require_tool, wait_for
-from qoelab.rd.workload import Manifest, find_link, generate
+from qoelab.rd.workload import EDITOR_FILE, Manifest, Rect, find_link, generate, generate_editor
 
 CLIENT_SCREEN = (1024, 768)  # larger than 800x600 so viewer menus or borders never crop the desktop
 PACKAGES = {
@@ -38,6 +40,7 @@ PACKAGES = {
     "spice": ["xserver-xspice", "virt-viewer", "libspice-server1"],
     "x2go": ["x2goserver", "pyhoca-cli", "python3-x2go", "nxproxy", "openssh-server"],
 }
+WORKLOADS = ("pages", "typing")
 SETUP_TIMEOUT_S = {"vnc": 45.0, "spice": 45.0, "x2go": 90.0}
 
 
@@ -135,6 +138,7 @@ def measure_client_side(
     client_ns: str, client_if: str, server_ip: str, settings: dict[str, Any], workdir: Path,
     manifest: Manifest, params: DriverParams, setup_timeout_s: float, *, record: bool, prefix: str,
     timings: dict[str, float], t0: float, on_step: Callable[[int], None] | None, log: logging.Logger,
+    typing: tuple[TypingPlan, Rect] | None = None,
 ) -> ClientRun:  # fmt: skip
     """The client half of a trial, the same whatever serves the desktop (namespace or VM).
 
@@ -142,6 +146,7 @@ def measure_client_side(
     clicks through the pages under capture (and a screen recording when ``record``). Stops the
     watch, the capture and the recorder itself; the viewer stays in ``procs`` for the caller.
     ``server_display`` is asked after the viewer is up (pointer calibration; None: visual only).
+    ``typing``: the ``typing`` workload instead of the clicks (its plan and the editor's text area).
     """
     from qoelab.rd import record as rec_mod
 
@@ -182,7 +187,10 @@ def measure_client_side(
             time.sleep(max(0.0, recorder.start_epoch + rec_mod.LEAD_S - time.time()))
         timings["setup_s"] = time.monotonic() - t0
         t1 = time.monotonic()
-        run.clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
+        if typing is None:
+            run.clicks = drive(client, manifest, watch, offset, params, on_step=on_step)
+        else:
+            run.clicks = type_keys(client, watch, typing[1], offset, typing[0], params.quiet_s, on_step)
         # The last update's tail must be in the file before dumpcap stops.
         time.sleep(min(0.5, params.quiet_s))
         timings["run_s"] = time.monotonic() - t1
@@ -264,18 +272,28 @@ def run_bench(
     stable_s: float | None = None,
     on_step: Callable[[int], None] | None = None,
     record: bool = False,
+    workload: str = "pages",
+    keystrokes: int = 40,
+    typing_gap_s: float = DEFAULT_GAP_S,
 ) -> dict[str, Any]:
     """Run one trial of ``protocol`` and return updates, summary, clicks, artifacts, versions, timings.
 
     ``record``: also record the client display during the clicks and a locally rendered reference
     (``qoelab.rd.record``; for recorded-mode ratings). Costs CPU during the trial (the x11grab)
     and time after it (WebM encoding, the reference run), so benchmarks leave it off.
+    ``workload``: ``pages`` clicks through the pages; ``typing`` types ``keystrokes`` keys into an
+    editor page at a mean gap of ``typing_gap_s`` (``qoelab.rd.keystrokes``), one "update" per key.
     """
     log = log or logging.getLogger("qoelab.rd.bench")
     if protocol not in PROTOCOLS:
         raise ParameterError("protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    if workload not in WORKLOADS:
+        raise ParameterError("workload", f"must be one of {', '.join(WORKLOADS)}, got {workload!r}")
+    if workload == "typing" and record:
+        raise ParameterError("record", "the typing workload has no recorded mode (no reference to replay)")
     params = DriverParams(pages, quiet_s, pause_s, update_timeout_s, stable_s)
     params.validate()
+    plan = typing_plan(keystrokes, seed, typing_gap_s) if workload == "typing" else None
     merged = resolve_settings(protocol, settings)
     if record:
         require_tool("ffmpeg", "ffmpeg")  # say so before a session is started, not after it
@@ -288,13 +306,19 @@ def run_bench(
     try:
         # Pages: N distinct pages cycle, so N clicks show every page once (the last links to page 1).
         manifest = generate(workdir / "pages", pages=max(pages, 2), seed=seed)
+        first = manifest.page(1).file
+        typing = None
+        if plan is not None:
+            typing = (plan, generate_editor(workdir / "pages", manifest))
+            first = EDITOR_FILE
+            (workdir / "typing.json").write_text(json.dumps(plan.to_json(), indent=2) + "\n")
         server = start_server_side(
             procs,
             protocol,
             server_ns,
             server_ip,
             workdir / "pages",
-            manifest.page(1).file,
+            first,
             workdir,
             merged,
             prefix,
@@ -316,7 +340,7 @@ def run_bench(
         run = measure_client_side(
             procs, protocol, server, server_display, client_ns, client_if, server_ip, merged, workdir,
             manifest, params, SETUP_TIMEOUT_S[protocol], record=record, prefix=prefix, timings=timings,
-            t0=t0, on_step=on_step, log=log,
+            t0=t0, on_step=on_step, log=log, typing=typing,
         )  # fmt: skip
     finally:
         t2 = time.monotonic()
@@ -338,8 +362,31 @@ def run_bench(
             log.info("%s: cleanup removed %s", prefix, ", ".join(leftovers))
         timings["teardown_s"] = time.monotonic() - t2
     result = base_result(protocol, merged, run, workdir, procs, package_versions(protocol), timings)
+    if plan is not None:
+        result["workload"] = "typing"
+        result["typing"] = plan.to_json()
+        result["artifacts"].append(str(workdir / "typing.json"))
     add_recordings(result, run, workdir, prefix, log, timings)
-    return analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
+    result = analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
+    if plan is not None and result.get("updates") is not None:
+        add_echo_times(result, workdir, run.clicks, server_ip)
+    return result
+
+
+def add_echo_times(result: dict[str, Any], workdir: Path, clicks: list, server_ip: str) -> None:
+    """The typing workload: each update (a keystroke) gets its echo time from the capture
+    (``keystrokes.echo_times``); result.json is written again with it."""
+    from qoelab.rd.keystrokes import echo_times
+
+    echoes = {e["index"]: e for e in echo_times(workdir / "capture.pcap", clicks, server_ip)}
+    for update in result["updates"]:
+        e = echoes.get(update.get("index")) or {}
+        update["input_t"], update["echo_t"], update["echo_ms"] = (
+            e.get("input_t"),
+            e.get("echo_t"),
+            e.get("echo_ms"),
+        )
+    (workdir / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
 
 
 def base_result(

@@ -35,6 +35,9 @@ PARAM_FLAGS = {
     "jitter": "delay variation (e.g. 2ms)",
     "pages": "screen updates (clicks), default 3",
     "seed": "workload pages and link PRNG seed, default 1",
+    "workload": "pages (default: click through pages) or typing (keystrokes into an editor page)",
+    "keystrokes": "with --workload typing: keys typed, default 40",
+    "typing_gap": "with --workload typing: mean gap between keys, default 270ms (paper 002's t_II)",
     "quiet": "Q: server silence that ends an update, default 500ms",
     "pause": "P: pause after each update, default 500ms",
     "update_timeout": "an update not finished after this long is a timeout, default 30s",
@@ -53,7 +56,7 @@ PARAM_FLAGS = {
     "tcp_wmem_max": "send buffer ceiling, e.g. 512kb (default: twice the path's BDP)",
     "rto_min": "minimum retransmission timeout on the routes, e.g. 50ms (default: the kernel's 200ms)",
 }
-INT_PARAMS = {"pages", "seed", "vnc_compresslevel", "vnc_quality", "x2go_irlimit"}
+INT_PARAMS = {"pages", "seed", "keystrokes", "vnc_compresslevel", "vnc_quality", "x2go_irlimit"}
 
 
 def register_bench(rd_subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -130,8 +133,8 @@ def print_table(doc: dict[str, Any]) -> None:
             status += " (extended)"
         table.add_row(
             str(u["index"]),
-            "" if u["page"] is None else str(u["page"]),
-            "" if u["ratio"] is None else f"{u['ratio']:g}",
+            repr(u["key"]) if "key" in u else "" if u["page"] is None else str(u["page"]),
+            "" if u.get("ratio") is None else f"{u['ratio']:g}",
             _fmt(u["T_ms"], ".1f"),
             _fmt(u["pixel_ms"], ".1f"),
             str(u["bytes_down"]),
@@ -156,6 +159,27 @@ def print_table(doc: dict[str, Any]) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    tc = doc.get("provenance", {}).get("thinclient_classify") or {}
+    if tc.get("error"):
+        console.print(f"paper 002's flow rule: no classification ({tc['error']})", highlight=False)
+    elif tc:
+        paper = tc.get("paper") or {}
+        values = ", ".join(
+            f"{k} {_fmt(tc.get(k), '.2f')} (paper {_fmt(paper.get(k), '.2f')})"
+            for k in ("alpha", "beta", "p_I", "c_B")
+        )
+        console.print(
+            f"paper 002's flow rule (tau {tc['tau_s'] * 1e3:.2f} ms) on port {tc.get('server_port')}: "
+            f"{tc['flows_interactive']} interactive, {tc['flows_bulk']} bulk flows; {values}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if "echo_ms" in s:
+        console.print(
+            f"keystroke echo ms (key to first answer): mean {_fmt(s['echo_ms'], '.1f')}, "
+            f"median {_fmt(s.get('echo_ms_median'), '.1f')}",
+            highlight=False,
+        )
     vm = doc.get("provenance", {}).get("vm")
     if vm:
         restore = f", restore {vm['restore_s']} s" if vm.get("restore_s") is not None else ""
@@ -183,7 +207,8 @@ def bench(raw: dict[str, Any], workdir: Path, log: logging.Logger | None = None)
     ctx = TrialContext(trial_id="bench", workdir=workdir, prefix=prefix,
                        log=log or logging.getLogger("qoelab.rd.bench_cli"))  # fmt: skip
     result = job.run(params, ctx)
-    updates = [{"index": s.index, **s.values} for s in result.samples if s.kind == "update"]
+    # Typing: one "keystroke" sample per key, shown like an update (its key in the page column).
+    updates = [{"index": s.index, **s.values} for s in result.samples if s.kind in ("update", "keystroke")]
     return {
         "protocol": params.protocol,
         "params": params.model_dump(mode="json"),

@@ -208,3 +208,43 @@ def find_link(img: np.ndarray, tol: int = 48) -> Rect | None:
         if err < best_err:
             best, best_err = Rect(int(sl[1].start), int(sl[0].start), int(w), int(h)), err
     return best
+
+
+# --------------------------------------------------------------------------------------------------
+# The ``typing`` workload's editor page
+
+EDITOR_FILE = "editor.html"
+EDITOR_MARGIN = 20
+EDITOR_H = 250
+
+
+def editor_area(manifest: Manifest) -> Rect:
+    """Where the editor's text area sits on the 800 x 600 page: the half the first page's link is not in."""
+    link = manifest.page(1).link
+    top = EDITOR_MARGIN if link.y + link.h // 2 >= HEIGHT // 2 else HEIGHT - EDITOR_MARGIN - EDITOR_H
+    return Rect(EDITOR_MARGIN, top, WIDTH - 2 * EDITOR_MARGIN, EDITOR_H)
+
+
+def generate_editor(out_dir: Path, manifest: Manifest) -> Rect:
+    """Write ``editor.html`` beside the pages: an autofocused ``<textarea>``, the plainest editor the
+    desktop's browser has, and the magenta block where page 1 has its link (a plain block, not a link:
+    the viewer-ready wait and the calibration find it as on page 1). The caret is transparent: a
+    blinking caret would redraw the screen twice a second and send updates that no keystroke caused.
+    Returns the text area's rectangle in page coordinates."""
+    area, link = editor_area(manifest), manifest.page(1).link
+    r, g, b = LINK_RGB
+    page = (
+        "<!doctype html>\n<html><head><meta charset='utf-8'><title>qoelab editor</title>"
+        "<style>html,body{margin:0;padding:0;width:800px;height:600px;overflow:hidden;background:#fdfdf6}"
+        "textarea{position:absolute;box-sizing:border-box;margin:0;padding:8px;border:1px solid #888;"
+        "outline:none;resize:none;background:#fff;color:#111;font:16px/1.4 monospace;"
+        "caret-color:transparent}"
+        "div.mark{position:absolute}</style></head><body>"
+        f'<div class="mark" style="left:{link.x}px;top:{link.y}px;width:{link.w}px;height:{link.h}px;'
+        f'background:rgb({r},{g},{b})"></div>'
+        f'<textarea autofocus spellcheck="false" style="left:{area.x}px;top:{area.y}px;width:{area.w}px;'
+        f'height:{area.h}px"></textarea>'
+        "</body></html>\n"
+    )
+    (Path(out_dir) / EDITOR_FILE).write_text(page)
+    return area
