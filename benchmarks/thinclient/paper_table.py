@@ -106,31 +106,68 @@ def fmt(mc: tuple[float, float] | None, spec: str = "{:.2e}") -> str:
 
 
 def table(name: str) -> str:
+    """Two tables per result file: the paper's ratios beside ours, then what TCP and the router did."""
     rows = [json.loads(line) for line in (RESULTS / f"{name}.jsonl").read_text().splitlines() if line]
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["experiment"], r["buffer"], json.dumps(r["extra"], sort_keys=True)), []).append(
             r
         )
-    out = [
-        "| exp. | buffer | extra | runs | r_I150 | paper | r_I1000 | paper | RTO/conn/300 s | paper "
-        "| drops | "
-        "max queue (KB) | util. | lag p99 (ms) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ratios = [
+        "| exp. | buffer | extra | runs | r_I150 | paper | r_I1000 | paper | T_I150 (s) "
+        "| interactive p99 (ms) "
+        "| router share >130 ms | server share >130 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    mechanics = [
+        "| exp. | buffer | extra | RTO/conn/300 s | paper | spurious | lost retrans. | drops "
+        "| max queue (KB) "
+        "| util. | util. interactive | lag p99 (ms) | router late p99 (µs) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (exp, buf, extra), rs in groups.items():
         paper = experiments.EXPERIMENTS[exp].paper.get(buf, {})
         col = {k: mean_ci([r["summary"].get(k) for r in rs]) for k in KEEP}
-        extra_s = ", ".join(f"{k} {v}" for k, v in json.loads(extra).items()) or ""
-        out.append(
-            f"| {exp.upper()} | {buf} | {extra_s} | {len(rs)} | {fmt(col['r_I150'])} | "
-            f"{paper.get('r_I150', '—')} | {fmt(col['r_I1000'])} | {paper.get('r_I1000', '—')} | "
-            f"{fmt(col['rto_per_conn_300s'], '{:.2f}')} | "
-            f"{paper.get('rto_per_conn_300s', '—')} | {fmt(col['router_drops'], '{:.0f}')} | "
-            f"{fmt(_scaled(col['max_queue_bytes']), '{:.0f}')} | {fmt(col['utilisation'], '{:.2f}')} | "
-            f"{fmt(col['schedule_lag_p99_ms'], '{:.1f}')} |"
+        late = mean_ci([(r.get("emulator") or {}).get("late_p99_us") for r in rs])
+        x = json.loads(extra)
+        shown = {k: v for k, v in x.items() if k not in ("bulk_length", "max_bulk")}
+        label = ", ".join(
+            [*(f"{k} {v}" for k, v in shown.items()), *(["power-law bulk"] if x.get("bulk_length") else [])]
         )
-    return "\n".join(out)
+        head = f"| {exp.upper()} | {buf} | {label} |"
+        ratios.append(
+            f"{head} {len(rs)} | {fmt(col['r_I150'])} | {paper.get('r_I150', '—')} | {fmt(col['r_I1000'])} | "
+            f"{paper.get('r_I1000', '—')} | {fmt(col['T_I150_s'], '{:.0f}')} | "
+            f"{fmt(col['p99_I_ms'], '{:.0f}')} | "
+            f"{fmt(col['share_router_I150'], '{:.2f}')} | {fmt(col['share_server_I150'], '{:.2f}')} |"
+        )
+        mechanics.append(
+            f"{head} {fmt(col['rto_per_conn_300s'], '{:.2f}')} | {paper.get('rto_per_conn_300s', '—')} | "
+            f"{fmt(col['spurious_rto_per_conn_300s'], '{:.2f}')} | "
+            f"{fmt(col['TcpExtTCPLostRetransmit'], '{:.0f}')} | "
+            f"{fmt(col['router_drops'], '{:.0f}')} | {fmt(_scaled(col['max_queue_bytes']), '{:.0f}')} | "
+            f"{fmt(col['utilisation'], '{:.2f}')} | {fmt(col['utilisation_interactive'], '{:.3f}')} | "
+            f"{fmt(col['schedule_lag_p99_ms'], '{:.1f}')} | {fmt(late, '{:.0f}')} |"
+        )
+    return "\n".join(ratios) + "\n\n" + "\n".join(mechanics)
+
+
+def findings() -> str:
+    """The tc002 report over every saved run, as the sweep page would show it (pooled over seeds)."""
+    from qoelab import findings as tc_findings
+
+    job = jobs.get("thinclient_tcp")
+    rows = []
+    for path in sorted(RESULTS.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            raw = {**experiments.preset(r["experiment"], r["buffer"]), **r["extra"],
+                   "experiment": r["experiment"], "seed": r["seed"], "pairs": r["pairs"],
+                   "duration": f"{r['duration_s']}s"}  # fmt: skip
+            params = validate_params(job.params, raw).model_dump(mode="json")
+            rows.append({"params": params, "summary": r["summary"]})
+    found = tc_findings.evaluate("tc002", rows)
+    return tc_findings.render_markdown(found, title=tc_findings.REPORT_TITLES["tc002"], level=3)
 
 
 def _scaled(mc: tuple[float, float] | None) -> tuple[float, float] | None:
@@ -147,7 +184,11 @@ def main() -> int:
         "--records", action="store_true", help="keep the router's records of seed 1 (Fig. 9 traces)"
     )
     ap.add_argument("--table", action="store_true", help="print the tables from the saved results")
+    ap.add_argument("--findings", action="store_true", help="print the tc002 findings over the saved results")
     args = ap.parse_args()
+    if args.findings:
+        print(findings())
+        return 0
     if args.table:
         for name in sorted(p.stem for p in RESULTS.glob("*.jsonl")):
             print(f"### {name}\n\n{table(name)}\n")

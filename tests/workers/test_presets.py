@@ -111,8 +111,9 @@ def test_every_paper_002_point_is_a_valid_thinclient_trial_at_the_sizes_scale(pr
     assert spec["experiment"]["name"].startswith(f"Paper 002 {preset.figure}: ")
     job = jobs.get("thinclient_tcp")
     resolved = [validate_params(job.params, p).model_dump(mode="json") for p in preset.unique_points(size)]
-    pairs, duration, seeds = (20, 30.0, [1, 2]) if size == "quick" else (100, 300.0, list(range(1, 8)))
-    assert {(r["pairs"], r["duration"]) for r in resolved} == {(pairs, duration)}
+    duration, seeds = (30.0, [1, 2]) if size == "quick" else (300.0, list(range(1, 8)))
+    assert {(r["pairs"], r["duration"]) for r in resolved} == {(100, duration)}  # fewer pairs never queue
+    assert {(r["bulk_length"], r["max_bulk"]) for r in resolved} == {("pareto", 250)}
     assert spec["grid"]["seed"] == seeds  # pooled by the findings: the paper's runs
     assert {r["limit"] for r in resolved} == {"2500000b", "25000b"}  # the paper's two buffers
     assert {r["experiment"] for r in resolved} == {preset.key.removeprefix("tc002-")}
