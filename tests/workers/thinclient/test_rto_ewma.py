@@ -54,12 +54,11 @@ def attached(cgroup: Path) -> list[dict]:
     return json.loads(out.stdout or "[]") if out.returncode == 0 else []
 
 
-def test_loads_attaches_counts_a_loopback_connection_and_leaves_nothing() -> None:
-    prefix = "qre" + secrets.token_hex(3)
+def loopback_sink() -> tuple[socket.socket, threading.Thread]:
+    """A listening socket on 127.0.0.1 whose one connection is read to its end in a thread."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(1)
-    port = srv.getsockname()[1]
 
     def drain() -> None:
         conn, _ = srv.accept()
@@ -69,6 +68,13 @@ def test_loads_attaches_counts_a_loopback_connection_and_leaves_nothing() -> Non
 
     thread = threading.Thread(target=drain, daemon=True)
     thread.start()
+    return srv, thread
+
+
+def test_loads_attaches_counts_a_loopback_connection_and_leaves_nothing() -> None:
+    prefix = "qre" + secrets.token_hex(3)
+    srv, thread = loopback_sink()
+    port = srv.getsockname()[1]
     code = (
         "import socket,sys,time\ns=socket.create_connection(('127.0.0.1',int(sys.argv[1])))\n"
         "for _ in range(30):\n s.sendall(b'x'*20000); time.sleep(0.002)\ns.close()"
@@ -150,18 +156,7 @@ def test_a_raised_floor_does_not_raise_the_rto() -> None:
     TCP_RTO_MIN_US socket option, the same field TCP_BPF_RTO_MIN sets) is only what rttvar decays
     to; raising it again leaves the RTO where it fell."""
     tcp_rto_min_us = 45
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-
-    def drain() -> None:
-        conn, _ = srv.accept()
-        with conn:
-            while conn.recv(65_536):
-                pass
-
-    thread = threading.Thread(target=drain, daemon=True)
-    thread.start()
+    srv, thread = loopback_sink()
     with socket.create_connection(srv.getsockname()) as s:
 
         def rto_after(n: int) -> int:
