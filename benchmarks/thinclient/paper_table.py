@@ -152,13 +152,16 @@ def table(name: str) -> str:
     return "\n".join(ratios) + "\n\n" + "\n".join(mechanics)
 
 
-def findings() -> str:
-    """The tc002 report over every saved run, as the sweep page would show it (pooled over seeds)."""
+def findings(names: list[str]) -> str:
+    """The tc002 report over the saved runs of ``names`` (all when empty), as the sweep page would
+    show it for one sweep of those runs (pooled over seeds)."""
     from qoelab import findings as tc_findings
 
     job = jobs.get("thinclient_tcp")
     rows = []
     for path in sorted(RESULTS.glob("*.jsonl")):
+        if names and path.stem not in names:
+            continue
         for line in path.read_text().splitlines():
             r = json.loads(line)
             raw = {**experiments.preset(r["experiment"], r["buffer"]), **r["extra"],
@@ -184,10 +187,15 @@ def main() -> int:
         "--records", action="store_true", help="keep the router's records of seed 1 (Fig. 9 traces)"
     )
     ap.add_argument("--table", action="store_true", help="print the tables from the saved results")
-    ap.add_argument("--findings", action="store_true", help="print the tc002 findings over the saved results")
+    ap.add_argument(
+        "--findings",
+        nargs="*",
+        metavar="SET",
+        help="print the tc002 findings over the saved results (of these sets; all when none is named)",
+    )
     args = ap.parse_args()
-    if args.findings:
-        print(findings())
+    if args.findings is not None:
+        print(findings(args.findings))
         return 0
     if args.table:
         for name in sorted(p.stem for p in RESULTS.glob("*.jsonl")):

@@ -4,9 +4,11 @@ seconds? Read from the router's own per-packet records (``paper_table.py --recor
 For every connection: its data packets in arrival order at the router, each a first transmission
 or a retransmission (its range starts below the highest byte seen before), forwarded or dropped.
 A **loss episode** starts at a drop when nothing was outstanding and ends when a forwarded copy has
-covered the start of every range dropped since; its length is the recovery time the paper's Fig. 9
-shows growing to several seconds in ns-2. Also counted: retransmissions dropped again (the
-paper's "lost retransmissions", which only an RTO recovers in ns-2's FullTCP) and the longest
+covered the start of every range dropped since (a dropped copy of bytes that had already got
+through, a spurious retransmission, needs no recovery and is not counted); its length is the
+recovery time the paper's Fig. 9 shows growing to several seconds in ns-2. Also counted:
+retransmissions dropped again (the paper's "lost retransmissions", which only an RTO recovers in
+ns-2's FullTCP) and the longest
 silence of the connection inside an episode (RTO backoff shows there). The longest episode is
 drawn as a time-sequence SVG (Fig. 9's axes).
 
@@ -61,6 +63,9 @@ def episodes(p: dict[str, np.ndarray]) -> list[dict[str, Any]]:
         if current is not None and last_t is not None:  # a gap inside the episode: nothing sent
             current["longest_silence_ns"] = max(current["longest_silence_ns"], t - last_t)
         if p["dropped"][i]:
+            earlier = ~p["dropped"][:i] & (p["start"][:i] <= s) & (s < p["end"][:i])
+            if earlier.any():
+                continue  # a spurious retransmission: its bytes had already got through
             if current is None:
                 current = {"start_ns": t, "drops": 0, "lost_retransmissions": 0, "longest_silence_ns": 0}
             current["drops"] += 1
