@@ -192,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         metavar="REPORT",
         choices=_report_names(),
-        help="which findings: ch2 (storage APT), ch3 (offload emulation) or ch4 (remote desktop)",
+        help="which findings: ch2 (storage APT), ch3 (offload emulation), ch4 (remote desktop) or tc002 "
+        "(thin-client TCP, paper 002)",
     )
     r.add_argument("sweeps", metavar="SWEEP", type=int, nargs="+", help="sweep ids (of one job type)")
     r.add_argument("--json", action="store_true", help="print the findings as JSON")
