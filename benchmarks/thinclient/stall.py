@@ -29,28 +29,18 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workers"))
 
 from qoelab.emulation import records  # noqa: E402
-
-SEQ_MOD = 1 << 32
+from qoelab.thinclient import decompose  # noqa: E402
 
 
 def connection_packets(recs: np.ndarray, port: int) -> dict[str, np.ndarray] | None:
-    mine = recs[recs["sport"] == port]
-    syn = mine[(mine["tcp_flags"] & records.TCP_SYN) != 0]
-    if not syn.size:
+    """One connection's data packets (``decompose.streams``), each marked dropped or not and first
+    transmission or retransmission (its range starts below the highest byte seen before)."""
+    c = decompose.streams(recs, {0: port}).get(0)
+    if c is None:
         return None
-    base = (int(syn["seq"][0]) + 1) % SEQ_MOD
-    data = mine[mine["payload_len"] > 0]
-    data = data[np.argsort(data["arrival_ns"], kind="stable")]
-    start = (data["seq"].astype(np.int64) - base) % SEQ_MOD
-    end = start + data["payload_len"].astype(np.int64)
-    highest = np.maximum.accumulate(np.concatenate([[0], end[:-1]]))
-    return {
-        "t": data["arrival_ns"].astype(np.int64),
-        "start": start,
-        "end": end,
-        "dropped": data["fate"] != records.FORWARDED,
-        "retransmission": start < highest,
-    }
+    highest = np.maximum.accumulate(np.concatenate([[0], c["end"][:-1]]))
+    return {"t": c["arrival"], "start": c["start"], "end": c["end"], "dropped": ~c["forwarded"],
+            "retransmission": c["start"] < highest}  # fmt: skip
 
 
 def episodes(p: dict[str, np.ndarray]) -> list[dict[str, Any]]:

@@ -35,11 +35,10 @@ from qoelab.findings.base import (
     mean_ci,
     slope_ci,
 )
-from qoelab.thinclient.experiments import EXPERIMENTS
+from qoelab.thinclient.experiments import EXPERIMENTS, PAPER_BUFFER_BYTES, paper_buffer
 
-BUFFER_BYTES = {"large": 2_500_000, "small": 25_000}
+BUFFER_BYTES = PAPER_BUFFER_BYTES
 BUFFER_LABEL = {"large": "large buffer (2,500 KB)", "small": "small buffer (25 KB)"}
-SAME_BUFFER = 0.05  # 25kb (25,600 B) is the paper's 25 KB: as experiments.paper_values
 DEFAULT_MTU = 1500  # a bare limit is packets; a packet counts as a full-size one (the emulator's rule)
 COMPONENTS = ("server", "retransmission", "router", "propagation", "client")
 # §5.4: separate connections leave "almost entirely propagation delay". The margin covers a full
@@ -55,9 +54,7 @@ E2 = Series("E2: priority queue + SACK")
 def buffer_of(params: Mapping[str, Any]) -> str | None:
     """``large`` / ``small`` when the trial's ``limit`` is the paper's 2,500 KB / 25 KB, else None."""
     n = limit_bytes(params)
-    if n is None:
-        return None
-    return next((name for name, b in BUFFER_BYTES.items() if abs(n / b - 1) < SAME_BUFFER), None)
+    return None if n is None else paper_buffer(n)
 
 
 def limit_bytes(params: Mapping[str, Any]) -> int | None:

@@ -39,8 +39,9 @@ SYN, FORWARDED = 0x02, 0
 SEQ_MOD = 1 << 32
 
 
-def _by_connection(packets: np.ndarray, ports: dict[int, int]) -> dict[int, dict[str, np.ndarray]]:
-    """Per connection: its data packets' stream ranges and times, ordered by arrival at the router."""
+def streams(packets: np.ndarray, ports: dict[int, int]) -> dict[int, dict[str, np.ndarray]]:
+    """Per connection: its data packets' stream ranges and times, ordered by arrival at the router
+    (a connection whose SYN is not in the records is left out: its offsets cannot be placed)."""
     out: dict[int, dict[str, np.ndarray]] = {}
     for conn, port in ports.items():
         mine = packets[packets["sport"] == port]
@@ -70,7 +71,7 @@ def decompose(
     serialisation. A write whose last byte never got through the router, or was never received,
     gets ``None`` components and ``"complete": False``.
     """
-    conns = _by_connection(packets, ports)
+    conns = streams(packets, ports)
     out = []
     for w in writes:
         row = dict(w)

@@ -144,10 +144,17 @@ def preset(key: str, buffer: str = "large") -> dict[str, Any]:
     return {**exp.params, "limit": BUFFERS.get(buffer, buffer)}
 
 
+PAPER_BUFFER_BYTES = {"large": 2_500_000, "small": 25_000}
+SAME_BUFFER = 0.05  # 25kb in the lab's units is 25,600 B: within 5 % counts as the paper's 25 KB
+
+
+def paper_buffer(buffer_bytes: int) -> str | None:
+    """``large`` / ``small`` when the buffer is the paper's 2,500 KB / 25 KB, else None."""
+    return next((n for n, b in PAPER_BUFFER_BYTES.items() if abs(buffer_bytes / b - 1) < SAME_BUFFER), None)
+
+
 def paper_values(key: str, buffer_bytes: int) -> dict[str, float]:
     """The paper's numbers for experiment ``key`` at this buffer (empty for other buffer sizes)."""
     exp = EXPERIMENTS.get(key.lower())
-    # 25kb in the lab's units is 25,600 B: within 5 % of the paper's sizes counts as the same buffer.
-    sizes = (("large", 2_500_000), ("small", 25_000))
-    size = next((name for name, b in sizes if abs(buffer_bytes / b - 1) < 0.05), None)
+    size = paper_buffer(buffer_bytes)
     return dict(exp.paper.get(size, {})) if exp and size else {}
