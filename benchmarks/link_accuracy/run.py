@@ -245,7 +245,7 @@ def render(
         "",
         "### How linkemu works (and why)",
         "",
-        "- One thread in C (`workers/csrc/linkemu.c`) forwards IP packets between a TUN device in "
+        "- One thread in C (`workers/csrc/linkemu*.c`) forwards IP packets between a TUN device in "
         "the client namespace and one in the server namespace; it is not a proxy, so the endpoints' "
         "TCP sees the emulated path. Each packet's fate is decided on arrival: loss (Bernoulli, or "
         "Gilbert-Elliott as netem's `loss gemodel p r 1-h 1-k`), then the rate queue (drop-tail at "

@@ -1,6 +1,6 @@
 """Per-packet records written by linkemu (``--records-up/--records-down``; ``emulated_link``'s
 ``packet_records``): one fixed 48-byte little-endian record per packet of a direction that reached
-the rate stage or was dropped anywhere. The layout is ``rec_t`` in ``workers/csrc/linkemu.c``; the
+the rate stage or was dropped anywhere. The layout is ``rec_t`` in ``workers/csrc/linkemu.h``; the
 table is in ``docs/emulation.md`` ("Packet records").
 
 Records are in the order linkemu decided each packet's fate, not in arrival order: with
@@ -32,7 +32,7 @@ DTYPE = np.dtype(
         ("pad", "V5"),
     ]
 )
-assert DTYPE.itemsize == 48, "must match rec_t in linkemu.c"
+assert DTYPE.itemsize == 48, "must match rec_t in linkemu.h"
 
 FATES = ("forwarded", "queue_drop", "loss", "pushed_out", "other_drop")
 FORWARDED, QUEUE_DROP, LOSS, PUSHED_OUT, OTHER_DROP = range(len(FATES))

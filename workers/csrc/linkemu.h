@@ -1,0 +1,247 @@
+/*
+ * linkemu.h: what the parts of linkemu share (see linkemu.c for what the program does and
+ * which file holds what): constants, the per-direction types, the small helpers the packet
+ * path calls per packet (static inline, so splitting the files costs no calls), and the
+ * functions one file calls in another.
+ *
+ * Include it first in every linkemu*.c file: it defines _GNU_SOURCE (setns, ppoll, M_PI,
+ * ...), which must come before any system header.
+ */
+#ifndef LINKEMU_H
+#define LINKEMU_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <time.h>
+
+#define EXIT_USAGE 2
+#define EXIT_PERM 3
+#define EXIT_NONS 4
+#define EXIT_NOTUN 5
+#define EXIT_RUNTIME 6
+
+#define NSEC 1000000000LL
+#define READ_BATCH 64
+#define WRITE_BATCH 256
+#define CHUNK_SLOTS 4096
+#define LATE_BUCKETS 10000 /* 1 us buckets, last one collects everything later */
+#define DEFAULT_LIMIT_PKTS 1000 /* netem's default limit */
+#define DEFAULT_MAX_INFLIGHT 131072
+#define SPIN_WINDOW_NS (20 * 1000 * 1000LL)
+#define DSCP_EF 46
+
+#if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "packet records are written in host order, which must be little-endian"
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* PRNG: xoshiro256**, seeded through splitmix64 so runs are reproducible.    */
+
+typedef struct {
+	uint64_t s[4];
+} rng_t;
+
+static inline uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static inline void rng_seed(rng_t *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = splitmix64(&seed);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static inline uint64_t rng_next(rng_t *r)
+{
+	uint64_t *s = r->s;
+	uint64_t result = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return result;
+}
+
+/* uniform in [0, 1) */
+static inline double rng_unit(rng_t *r) { return (rng_next(r) >> 11) * 0x1.0p-53; }
+
+static inline double rng_normal(rng_t *r)
+{
+	double u1 = rng_unit(r), u2 = rng_unit(r);
+	if (u1 < 1e-300)
+		u1 = 1e-300;
+	return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Configuration and state per direction.                                    */
+
+enum { DIST_UNIFORM = 0, DIST_NORMAL = 1 };
+
+typedef struct {
+	double rate_bps; /* 0 = unlimited */
+	int64_t delay_ns;
+	int64_t jitter_ns;
+	int dist;
+	int reorder;
+	double loss; /* probability 0..1 (Bernoulli) */
+	int ge;      /* Gilbert-Elliott enabled */
+	double ge_p, ge_r, ge_bad_loss, ge_good_loss; /* probabilities 0..1 */
+	long limit_pkts;  /* 0 = none */
+	long limit_bytes; /* 0 = none */
+	int prio;         /* two-class strict-priority queue instead of the virtual FIFO */
+} dir_cfg_t;
+
+/* One packet record, written as is (little-endian, 48 bytes; records.py mirrors it).  The
+ * explicit padding keeps the layout independent of the compiler. */
+enum { CLS_HIGH = 0, CLS_LOW = 1 };
+enum { FATE_FORWARDED = 0, FATE_TAILDROP = 1, FATE_LOSS = 2, FATE_PUSHED_OUT = 3, FATE_OTHER = 4 };
+
+typedef struct {
+	int64_t arrival_ns;
+	int64_t start_ns;
+	int64_t depart_ns;
+	uint32_t backlog_bytes;
+	uint16_t ip_len;
+	uint16_t payload_len;
+	uint32_t seq;
+	uint16_t sport, dport;
+	uint8_t tcp_flags;
+	uint8_t cls;
+	uint8_t fate;
+	uint8_t pad[5];
+} rec_t;
+_Static_assert(sizeof(rec_t) == 48, "rec_t must stay 48 bytes: records.py reads it");
+
+/* A packet waiting in the two-class queue; its record is completed when its fate is known. */
+typedef struct {
+	rec_t r;
+	uint32_t slot;
+	uint32_t len;
+} qent_t;
+
+typedef struct {
+	qent_t *q;
+	uint32_t head, n, cap;
+} ring_t;
+
+typedef struct {
+	int64_t depart;
+	uint64_t seq;
+	uint32_t slot;
+	uint32_t len;
+} pkt_t;
+
+typedef struct {
+	int64_t tx_end;
+	uint32_t len;
+} txrec_t;
+
+typedef struct {
+	const char *name;
+	dir_cfg_t cfg;
+	int in_fd, out_fd;
+	rng_t rng;
+	int ge_bad;
+	/* slot pool: fixed size buffers in chunks, never freed while running */
+	unsigned char **chunks;
+	uint32_t nchunks, nslots, max_slots;
+	uint32_t *freelist;
+	uint32_t nfree;
+	/* delay line: min-heap on (depart, seq) */
+	pkt_t *heap;
+	uint32_t heap_n;
+	uint64_t seq;
+	int64_t last_depart;
+	/* rate stage: FIFO of transmissions not yet finished (the queue) */
+	txrec_t *txq;
+	uint32_t txq_head, txq_n;
+	uint64_t txq_bytes;
+	int64_t last_tx_end;
+	/* prio=1: the real queue.  wait_* cover both rings, svc_len the packet being serialised
+	 * until busy_until (counted in the limit until then). */
+	ring_t ring[2]; /* indexed by CLS_HIGH / CLS_LOW */
+	uint64_t wait_bytes, wait_cls_bytes[2];
+	int64_t busy_until;
+	uint32_t svc_len;
+	uint64_t pushed_out, queue_drops_high, rx_cls[2], served_cls[2];
+	/* --records-*: NULL when off, so the packet path pays one pointer test */
+	FILE *rec;
+	uint64_t records;
+	/* counters */
+	uint64_t rx_pkts, rx_bytes, tx_pkts, tx_bytes;
+	uint64_t loss_drops, queue_drops, overflow_drops, tx_errors, oversize_drops;
+	uint64_t max_backlog_pkts, max_backlog_bytes;
+	uint32_t *late_hist;
+	int64_t late_max;
+} dir_t;
+
+/* Size of one slot (MTU + headroom, cache-line aligned); set once in main before any packet. */
+extern size_t g_slot_size;
+/* Set by the signal handler (linkemu_setup.c), read by the event loop in main. */
+extern volatile sig_atomic_t g_stop, g_dump;
+/* Failed record writes, over both directions. */
+extern uint64_t rec_errors;
+
+/* ------------------------------------------------------------------------- */
+/* Per packet helpers.                                                        */
+
+static inline int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NSEC + ts.tv_nsec;
+}
+
+/* A slot's buffer (the pool itself is in linkemu_queue.c). */
+static inline unsigned char *slot_ptr(dir_t *d, uint32_t slot)
+{
+	return d->chunks[slot / CHUNK_SLOTS] + (size_t)(slot % CHUNK_SLOTS) * g_slot_size;
+}
+
+/* ------------------------------------------------------------------------- */
+/* linkemu_setup.c                                                            */
+
+/* The options other than the two SPECs, which go straight into the directions' dir_cfg_t. */
+typedef struct {
+	const char *cns, *sns, *cif, *sif;
+	const char *uprec, *downrec;
+	int mtu;
+	uint64_t seed;
+	int rt_prio;
+	int64_t spin_ns;
+	uint32_t max_inflight;
+} opts_t;
+
+__attribute__((noreturn, format(printf, 2, 3))) void die(int code, const char *fmt, ...);
+void *xcalloc(size_t n, size_t sz);
+void print_stats(dir_t *up, dir_t *down, const char *event);
+void install_signals(sigset_t *waitmask);
+int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd);
+void parse_args(int argc, char **argv, opts_t *o, dir_cfg_t *up, dir_cfg_t *down);
+FILE *open_records(const char *path);
+void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed);
+
+/* ------------------------------------------------------------------------- */
+/* linkemu_queue.c                                                            */
+
+int64_t prio_next_start(dir_t *d);
+void prio_service(dir_t *d, int64_t now);
+void read_side(dir_t *d);
+void send_due(dir_t *d, int64_t t);
+
+#endif

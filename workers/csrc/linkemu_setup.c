@@ -1,0 +1,351 @@
+/*
+ * linkemu_setup.c: everything around linkemu's packet path (see linkemu.c): errors and
+ * allocation, the JSON stats lines, signal handling, the TUN devices in their namespaces,
+ * argument and SPEC parsing, the record files and each direction's initial state.
+ */
+#include "linkemu.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+volatile sig_atomic_t g_stop, g_dump;
+
+void die(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("linkemu: error: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	exit(code);
+}
+
+void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n, sz);
+	if (!p)
+		die(EXIT_RUNTIME, "out of memory");
+	return p;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Stats.                                                                     */
+
+static double late_quantile_us(dir_t *d, double q)
+{
+	uint64_t total = 0, acc = 0;
+	for (int i = 0; i < LATE_BUCKETS; i++)
+		total += d->late_hist[i];
+	if (total == 0)
+		return 0.0;
+	uint64_t target = (uint64_t)ceil(q * (double)total);
+	for (int i = 0; i < LATE_BUCKETS; i++) {
+		acc += d->late_hist[i];
+		if (acc >= target)
+			return (double)i + 0.5;
+	}
+	return (double)LATE_BUCKETS;
+}
+
+static void print_dir(FILE *f, dir_t *d)
+{
+	fprintf(f,
+		"\"%s\":{\"rx_packets\":%" PRIu64 ",\"rx_bytes\":%" PRIu64 ",\"packets\":%" PRIu64
+		",\"bytes\":%" PRIu64 ",\"dropped_loss\":%" PRIu64 ",\"dropped_queue\":%" PRIu64
+		",\"dropped_overflow\":%" PRIu64 ",\"dropped_oversize\":%" PRIu64 ",\"tx_errors\":%" PRIu64
+		",\"queued\":%u,\"max_backlog_packets\":%" PRIu64 ",\"max_backlog_bytes\":%" PRIu64
+		",\"late_p50_us\":%.1f,\"late_p99_us\":%.1f,\"late_max_us\":%.1f"
+		",\"prio\":%d,\"dropped_queue_high\":%" PRIu64 ",\"pushed_out\":%" PRIu64
+		",\"waiting_high\":%u,\"waiting_low\":%u"
+		",\"rx_high_packets\":%" PRIu64 ",\"rx_low_packets\":%" PRIu64
+		",\"tx_high_packets\":%" PRIu64 ",\"tx_low_packets\":%" PRIu64
+		",\"records\":%" PRIu64 ",\"record_errors\":%" PRIu64 "}",
+		d->name, d->rx_pkts, d->rx_bytes, d->tx_pkts, d->tx_bytes, d->loss_drops, d->queue_drops,
+		d->overflow_drops, d->oversize_drops, d->tx_errors, d->heap_n, d->max_backlog_pkts,
+		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
+		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
+		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
+		d->records, rec_errors);
+}
+
+void print_stats(dir_t *up, dir_t *down, const char *event)
+{
+	printf("{\"event\":\"%s\",", event);
+	print_dir(stdout, up);
+	putchar(',');
+	print_dir(stdout, down);
+	puts("}");
+	fflush(stdout);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Setup.                                                                     */
+
+static void on_signal(int sig)
+{
+	if (sig == SIGUSR1)
+		g_dump = 1;
+	else
+		g_stop = 1;
+}
+
+/* Block the signals we handle, so they are only delivered inside ppoll(), which gets
+ * *waitmask (the mask from before) to wait with. */
+void install_signals(sigset_t *waitmask)
+{
+	sigset_t block;
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGUSR1);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, waitmask);
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
+}
+
+/* Set MTU and bring the interface up, from inside its namespace. */
+static void configure_if(const char *ifname, int mtu)
+{
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		die(EXIT_RUNTIME, "socket: %s", strerror(errno));
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	ifr.ifr_mtu = mtu;
+	if (ioctl(s, SIOCSIFMTU, &ifr) < 0)
+		die(EXIT_RUNTIME, "setting MTU %d on %s: %s", mtu, ifname, strerror(errno));
+	memset(&ifr, 0, sizeof ifr);
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	ifr.ifr_qlen = 1000;
+	ioctl(s, SIOCSIFTXQLEN, &ifr); /* best effort */
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+		die(EXIT_RUNTIME, "reading flags of %s: %s", ifname, strerror(errno));
+	ifr.ifr_flags |= IFF_UP;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		die(EXIT_RUNTIME, "bringing %s up: %s", ifname, strerror(errno));
+	close(s);
+}
+
+/* Enter namespace `ns`, create TUN `ifname` there, and come back. */
+int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd)
+{
+	char path[512];
+	snprintf(path, sizeof path, "/run/netns/%s", ns);
+	int nsfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (nsfd < 0)
+		die(errno == ENOENT ? EXIT_NONS : EXIT_PERM, "network namespace %s: %s", ns, strerror(errno));
+	if (setns(nsfd, CLONE_NEWNET) < 0)
+		die(errno == EPERM ? EXIT_PERM : EXIT_RUNTIME, "entering network namespace %s: %s", ns,
+		    strerror(errno));
+	close(nsfd);
+
+	int fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		die(errno == EPERM || errno == EACCES ? EXIT_PERM : EXIT_NOTUN, "/dev/net/tun: %s",
+		    strerror(errno));
+	struct ifreq ifr;
+	memset(&ifr, 0, sizeof ifr);
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0)
+		die(errno == EPERM ? EXIT_PERM : errno == EBUSY ? EXIT_RUNTIME : EXIT_NOTUN,
+		    "creating TUN %s in %s: %s", ifname, ns, strerror(errno));
+	configure_if(ifname, mtu);
+
+	if (setns(home_fd, CLONE_NEWNET) < 0)
+		die(EXIT_RUNTIME, "returning to the original network namespace: %s", strerror(errno));
+	return fd;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Argument parsing.                                                          */
+
+static void usage(void)
+{
+	fputs("usage: linkemu --client-ns NS --server-ns NS --client-if IF --server-if IF\n"
+	      "               [--up SPEC] [--down SPEC] [--mtu N] [--seed N] [--spin-us N]\n"
+	      "               [--max-inflight N] [--rt-prio N (0 = normal scheduling; default 10)]\n"
+	      "SPEC: comma-separated key=value, keys:\n"
+	      "  rate=BITS_PER_S (0 = unlimited)  delay=S  jitter=S  dist=uniform|normal\n"
+	      "  reorder=0|1  loss=PERCENT  ge=P:R:H:K (percent, as netem `loss gemodel p r 1-h 1-k`)\n"
+	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n"
+	      "  prio=0|1 (1: two strict-priority classes, DSCP EF first, sharing the limit; needs rate)\n"
+	      "--records-up PATH, --records-down PATH: one 48-byte record per packet of that direction\n",
+	      stderr);
+	exit(EXIT_USAGE);
+}
+
+static double parse_num(const char *key, const char *v, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double x = strtod(v, &end);
+	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
+		die(EXIT_USAGE, "%s=%s: must be a number in [%g, %g]", key, v, lo, hi);
+	return x;
+}
+
+static void parse_spec(dir_cfg_t *c, const char *which, char *spec)
+{
+	char *save = NULL;
+	for (char *tok = strtok_r(spec, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		if (!eq)
+			die(EXIT_USAGE, "--%s: '%s' is not key=value", which, tok);
+		*eq = 0;
+		const char *k = tok, *v = eq + 1;
+		if (!strcmp(k, "rate"))
+			c->rate_bps = parse_num(k, v, 0, 1e12);
+		else if (!strcmp(k, "delay"))
+			c->delay_ns = (int64_t)llround(parse_num(k, v, 0, 60) * 1e9);
+		else if (!strcmp(k, "jitter"))
+			c->jitter_ns = (int64_t)llround(parse_num(k, v, 0, 60) * 1e9);
+		else if (!strcmp(k, "dist")) {
+			if (!strcmp(v, "uniform"))
+				c->dist = DIST_UNIFORM;
+			else if (!strcmp(v, "normal"))
+				c->dist = DIST_NORMAL;
+			else
+				die(EXIT_USAGE, "dist=%s: must be uniform or normal", v);
+		} else if (!strcmp(k, "reorder"))
+			c->reorder = (int)parse_num(k, v, 0, 1);
+		else if (!strcmp(k, "loss"))
+			c->loss = parse_num(k, v, 0, 100) / 100.0;
+		else if (!strcmp(k, "ge")) {
+			double g[4];
+			char buf[256];
+			snprintf(buf, sizeof buf, "%s", v);
+			char *s2 = NULL, *part = strtok_r(buf, ":", &s2);
+			for (int i = 0; i < 4; i++) {
+				if (!part)
+					die(EXIT_USAGE, "ge=%s: needs four percentages P:R:H:K", v);
+				g[i] = parse_num("ge", part, 0, 100) / 100.0;
+				part = strtok_r(NULL, ":", &s2);
+			}
+			c->ge = 1;
+			c->ge_p = g[0];
+			c->ge_r = g[1];
+			c->ge_bad_loss = g[2];
+			c->ge_good_loss = g[3];
+		} else if (!strcmp(k, "limit"))
+			c->limit_pkts = (long)parse_num(k, v, 0, 1e7);
+		else if (!strcmp(k, "limit_bytes"))
+			c->limit_bytes = (long)parse_num(k, v, 0, 1e11);
+		else if (!strcmp(k, "prio"))
+			c->prio = (int)parse_num(k, v, 0, 1);
+		else
+			die(EXIT_USAGE, "--%s: unknown key '%s'", which, k);
+	}
+	if (c->prio && c->rate_bps <= 0)
+		die(EXIT_USAGE, "--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
+}
+
+/* The command line: the options into *o, the SPECs into up/down.  Exits on any error. */
+void parse_args(int argc, char **argv, opts_t *o, dir_cfg_t *up, dir_cfg_t *down)
+{
+	char *upspec = NULL, *downspec = NULL;
+	*o = (opts_t){
+		.mtu = 1500,
+		.seed = 1,
+		.rt_prio = 10,
+		.spin_ns = 200 * 1000, /* VM wake-up latency is 50-100 us; see docs/emulation.md */
+		.max_inflight = DEFAULT_MAX_INFLIGHT,
+	};
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help"))
+			usage();
+		if (i + 1 >= argc)
+			usage();
+		const char *v = argv[++i];
+		if (!strcmp(a, "--client-ns"))
+			o->cns = v;
+		else if (!strcmp(a, "--server-ns"))
+			o->sns = v;
+		else if (!strcmp(a, "--client-if"))
+			o->cif = v;
+		else if (!strcmp(a, "--server-if"))
+			o->sif = v;
+		else if (!strcmp(a, "--up"))
+			upspec = strdup(v);
+		else if (!strcmp(a, "--down"))
+			downspec = strdup(v);
+		else if (!strcmp(a, "--records-up"))
+			o->uprec = v;
+		else if (!strcmp(a, "--records-down"))
+			o->downrec = v;
+		else if (!strcmp(a, "--mtu"))
+			o->mtu = (int)parse_num("mtu", v, 576, 65000);
+		else if (!strcmp(a, "--seed"))
+			o->seed = (uint64_t)parse_num("seed", v, 0, 9007199254740992.0);
+		else if (!strcmp(a, "--spin-us"))
+			o->spin_ns = (int64_t)(parse_num("spin-us", v, 0, 10000) * 1000);
+		else if (!strcmp(a, "--rt-prio"))
+			o->rt_prio = (int)parse_num("rt-prio", v, 0, 99);
+		else if (!strcmp(a, "--max-inflight"))
+			o->max_inflight = (uint32_t)parse_num("max-inflight", v, CHUNK_SLOTS, 1 << 24);
+		else
+			die(EXIT_USAGE, "unknown option %s (see --help)", a);
+	}
+	if (!o->cns || !o->sns || !o->cif || !o->sif)
+		usage();
+	if (strlen(o->cif) >= IFNAMSIZ || strlen(o->sif) >= IFNAMSIZ)
+		die(EXIT_USAGE, "interface names must be shorter than %d characters", IFNAMSIZ);
+	if (upspec)
+		parse_spec(up, "up", upspec);
+	if (downspec)
+		parse_spec(down, "down", downspec);
+	o->max_inflight = (o->max_inflight + CHUNK_SLOTS - 1) / CHUNK_SLOTS * CHUNK_SLOTS;
+}
+
+FILE *open_records(const char *path)
+{
+	FILE *f = fopen(path, "wbe");
+	if (!f)
+		die(EXIT_RUNTIME, "packet records %s: %s", path, strerror(errno));
+	setvbuf(f, NULL, _IOFBF, 1 << 20);
+	return f;
+}
+
+void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
+{
+	d->name = name;
+	d->max_slots = max_slots;
+	d->chunks = xcalloc(max_slots / CHUNK_SLOTS + 1, sizeof *d->chunks);
+	d->freelist = xcalloc(max_slots + CHUNK_SLOTS, sizeof *d->freelist);
+	d->heap = xcalloc(max_slots + CHUNK_SLOTS, sizeof *d->heap);
+	d->txq = xcalloc(max_slots, sizeof *d->txq);
+	d->late_hist = xcalloc(LATE_BUCKETS, sizeof *d->late_hist);
+	if (d->cfg.prio) {
+		/* every waiting packet holds a slot, so a ring never holds more than max_slots */
+		for (int i = 0; i < 2; i++) {
+			d->ring[i].cap = max_slots;
+			d->ring[i].q = xcalloc(max_slots, sizeof *d->ring[i].q);
+		}
+	}
+	rng_seed(&d->rng, seed);
+	if (d->cfg.rate_bps > 0 && d->cfg.limit_pkts == 0 && d->cfg.limit_bytes == 0)
+		d->cfg.limit_pkts = DEFAULT_LIMIT_PKTS;
+	if (d->cfg.limit_pkts > (long)max_slots)
+		d->cfg.limit_pkts = max_slots;
+}
