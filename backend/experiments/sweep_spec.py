@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from experiments import jobtypes
 from experiments.choices import SweepOrder
-from experiments.models import Experiment
+from experiments.models import Experiment, Trial
 from hosts.models import WorkerHost
 from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 from qoelab.params import ParamsInvalid, validate_params
@@ -60,6 +60,7 @@ class SweepSpec:
     repetitions: int
     order: str
     seed: int
+    user: Any = None  # who asks: trials named as inputs (``trial:N``) must be theirs
 
 
 def check_structure(spec: Any, user: Any) -> SweepSpec:
@@ -213,7 +214,9 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
                     errors.append(e)
         raise SpecError(errors)
     assert job is not None
-    return SweepSpec(experiment, new_experiment, job, name.strip(), grid, fixed, repetitions, order, seed)
+    return SweepSpec(
+        experiment, new_experiment, job, name.strip(), grid, fixed, repetitions, order, seed, user
+    )
 
 
 def empty_grid_message(job: JobType | None) -> str:
@@ -273,7 +276,7 @@ def check_values(s: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any], lis
     """Validate every value, then every grid point; return (params, resolved, requires) per point."""
     model: type[BaseModel] = s.job.params
     keys = list(s.grid)
-    errors = _value_errors(s.job, s.grid, s.fixed)
+    errors = _value_errors(s.job, s.grid, s.fixed) or _capture_errors(s)
     if errors:
         raise SpecError(errors)
     seen: set[tuple[str, str]] = set()
@@ -311,6 +314,35 @@ def check_values(s: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any], lis
         raise SpecError(errors)
     _check_tcp_offered(s, out)
     return out
+
+
+def _capture_errors(s: SweepSpec) -> list[dict[str, str]]:
+    """Parameters naming another trial's capture (``trial:N``): that trial is the researcher's and
+    has a pcap. A file path is a local run's form (``qoelab thinclient run --trace``), not a sweep's."""
+    from results.models import Artifact  # results builds on experiments: imported on use
+
+    errors = []
+    for name in s.job.capture_params:
+        written = [(f"grid.{name}[{i}]", v) for i, v in enumerate(s.grid.get(name, []))]
+        written += [(f"fixed.{name}", s.fixed[name])] if name in s.fixed else []
+        for where, value in written:
+            if value is None or str(value).strip() == "":
+                continue
+            ref = str(value).strip()
+            if not ref.startswith("trial:"):
+                errors.append({"field": where, "message": "names a trial's capture as trial:N (a file path "
+                               "is only for a local run)"})  # fmt: skip
+                continue
+            trials = Trial.objects.filter(pk=int(ref.removeprefix("trial:")))
+            if s.user is not None and not s.user.is_staff:
+                trials = trials.filter(sweep__experiment__owner=s.user)
+            trial = trials.first()
+            if trial is None:
+                errors.append({"field": where, "message": f"no trial {ref.removeprefix('trial:')} of yours"})
+            elif not Artifact.objects.filter(trial=trial, kind="pcap").exists():
+                errors.append({"field": where, "message": f"trial {trial.pk} has no packet capture (pcap "
+                               "artifact) to replay"})  # fmt: skip
+    return errors
 
 
 def offered_algorithms(hosts: list[WorkerHost]) -> set[str]:

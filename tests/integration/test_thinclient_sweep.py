@@ -65,3 +65,35 @@ def test_an_e8_sweep_runs_and_its_charts_have_points(lab_stack: Any, alice: Any)
     assert xs == with_interval, fig14
     fig8 = web.get(f"/sweeps/{sweep['id']}/chart.json?preset=fig8").json()
     assert [p for s in fig8["series"] for p in s["points"]]
+
+
+def test_a_trial_replays_another_trials_capture_fetched_by_the_worker(lab_stack: Any, alice: Any,
+                                                                      tmp_path: Any) -> None:  # fmt: skip
+    """``trace: trial:N``: the worker fetches N's capture from the backend and replays its timeline."""
+    import hashlib
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from experiments.models import Trial
+    from qoelab.thinclient import trace
+    from qoelab.thinclient.model import TwoStateModel, generate
+    from results.services import store_artifact
+
+    api = lab_stack.api()
+    body = {"experiment": {"name": "replay a session"}, "job_type": "thinclient_tcp",
+            "grid": {"limit": ["25000b"]}, "fixed": {"pairs": 2, "duration": "2s"}}  # fmt: skip
+    first = api.post("/api/sweeps/", body, "the sweep whose trial gets a capture")
+    lab_stack.wait_for("the first sweep", lambda: _done(lab_stack, first["id"]), timeout=120)
+    source = Trial.objects.get(sweep_id=first["id"])
+    pcap = trace.write_pcap(tmp_path / "session.pcap", generate(TwoStateModel(), 20, seed=5)).read_bytes()
+    store_artifact(source, SimpleUploadedFile("capture.pcap", pcap), "pcap", hashlib.sha256(pcap).hexdigest())
+
+    body["fixed"] = {**body["fixed"], "trace": f"trial:{source.pk}"}
+    second = api.post("/api/sweeps/", body, "the replaying sweep")
+    done = lab_stack.wait_for("the replay", lambda: _done(lab_stack, second["id"]), timeout=120)
+    assert done["progress"]["counts"]["succeeded"] == 1, done["progress"]
+    (replay,) = api.get_all("/api/trials/", sweep=second["id"])
+    detail = api.get(f"/api/trials/{replay['id']}/")
+    assert detail["provenance"]["source"] == "trace"
+    assert detail["provenance"]["trace"] == {"ref": f"trial:{source.pk}", "bytes": len(pcap)}
+    assert detail["summary"]["writes_I"] > 0

@@ -241,6 +241,16 @@ class BackendClient(_Http):
         )
         return self.check(resp, f"uploading {path.name} for trial {trial_id}") or {}
 
+    def download_capture(self, trial_id: int | str, source_trial: int, dest: Path) -> None:
+        """Save ``source_trial``'s packet capture, which running trial ``trial_id`` names as an input."""
+        resp = self.request(
+            "GET", f"/api/hosts/trials/{trial_id}/captures/{source_trial}/", idempotent=True,
+            timeout=UPLOAD_TIMEOUT,
+        )  # fmt: skip
+        if resp.status_code >= 400:
+            self.check(resp, f"fetching the capture of trial {source_trial}")
+        Path(dest).write_bytes(resp.content)
+
     def finish(
         self,
         trial_id: int | str,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import logging
 import re
 import shutil
@@ -173,6 +174,8 @@ def run_trial(
     ctx = TrialContext(
         trial_id=trial_id, workdir=workdir, prefix=prefix, log=tlog, deadline=started + timeout_s
     )
+    if hasattr(client, "download_capture"):
+        ctx.fetch_capture = functools.partial(client.download_capture, trial_id)
     job_name = str(claim.get("job_type", ""))
     try:
         tlog.info("trial %s attempt %s: job %s, prefix %s, limit %g s", trial_id, attempt, job_name,

@@ -17,6 +17,11 @@ urlpatterns = [
         views.ArtifactUploadView.as_view(),
         name="host-trial-artifacts",
     ),
+    path(
+        "hosts/trials/<int:trial_id>/captures/<int:source_id>/",
+        views.CaptureInputView.as_view(),
+        name="host-trial-capture",
+    ),
     path("hosts/trials/<int:trial_id>/live/", views.LiveReportView.as_view(), name="host-trial-live"),
     path("hosts/trials/<int:trial_id>/finish/", views.FinishView.as_view(), name="host-trial-finish"),
     path("", include(router.urls)),

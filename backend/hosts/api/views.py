@@ -6,7 +6,8 @@ import logging
 from typing import Any
 
 from django.db import transaction
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -37,6 +38,7 @@ from hosts.models import WorkerHost
 from qoelab.params import ParamsInvalid
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response, flatten
 from results import kinds, uploads
+from results.models import Artifact
 from results.services import ArtifactRejected, ArtifactTooLarge, store_artifact
 
 log = logging.getLogger("qoelab.hosts")
@@ -201,6 +203,37 @@ class ArtifactUploadView(WorkerAPIView):
             {"id": artifact.pk, "size": artifact.size, "sha256": artifact.sha256},
             status=status.HTTP_201_CREATED,
         )
+
+
+class CaptureInputView(WorkerAPIView):
+    @extend_schema(
+        tags=WORKER_TAG,
+        responses={
+            (200, "application/vnd.tcpdump.pcap"): OpenApiResponse(OpenApiTypes.BINARY),
+            404: DetailSerializer,
+            409: DetailSerializer,
+        },
+        summary="Fetch the packet capture of a trial that a running trial's parameters name (trial:N)",
+    )
+    def get(self, request: Request, trial_id: int, source_id: int) -> Any:
+        trial = self.running_trial(trial_id)
+        if isinstance(trial, Response):
+            return trial
+        job = jobtypes.get_job(trial.sweep.job_type)
+        params = trial.params or {}
+        named = {str(params.get(name, "")).strip() for name in (job.capture_params if job else ())}
+        if f"trial:{source_id}" not in named:
+            return Response({"detail": f"trial {trial_id} does not name trial {source_id} as an input"},
+                            status=status.HTTP_404_NOT_FOUND)  # fmt: skip
+        artifact = Artifact.objects.filter(trial_id=source_id, kind="pcap").order_by("-attempt", "id").first()
+        if artifact is None:
+            return Response({"detail": f"trial {source_id} has no packet capture"},
+                            status=status.HTTP_404_NOT_FOUND)  # fmt: skip
+        try:
+            return kinds.file_response(artifact)
+        except FileNotFoundError:
+            return Response({"detail": f"the capture of trial {source_id} is missing from storage (pruned?)"},
+                            status=status.HTTP_404_NOT_FOUND)  # fmt: skip
 
 
 class LiveReportView(WorkerAPIView):

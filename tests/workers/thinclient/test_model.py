@@ -68,27 +68,9 @@ def test_constant_shapes_and_bad_parameters_name_the_field() -> None:
 
 
 def test_a_capture_of_the_stream_gives_the_same_flows(tmp_path: Path) -> None:
-    import socket
-
-    import dpkt
-
     writes = generate(PAPER, 120, seed=11)
-    server, client = "10.0.0.2", "10.0.0.1"
-    path = tmp_path / "t.pcap"
-    seq = 1000
-    with path.open("wb") as fh:
-        out = dpkt.pcap.Writer(fh, linktype=dpkt.pcap.DLT_EN10MB)
-        for i, w in enumerate(writes):
-            tcp = dpkt.tcp.TCP(sport=5900, dport=40000, seq=seq, flags=dpkt.tcp.TH_ACK, data=b"x" * w.nbytes)
-            ip = dpkt.ip.IP(src=socket.inet_aton(server), dst=socket.inet_aton(client), p=6, data=tcp)
-            out.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=1_700_000_000 + w.t)
-            if i % 50 == 0:  # a retransmission of the same range counts once
-                out.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=1_700_000_000 + w.t + 0.2)
-            ack = dpkt.tcp.TCP(sport=40000, dport=5900, flags=dpkt.tcp.TH_ACK)  # no payload: ignored
-            back = dpkt.ip.IP(src=socket.inet_aton(client), dst=socket.inet_aton(server), p=6, data=ack)
-            out.writepkt(bytes(dpkt.ethernet.Ethernet(data=back)), ts=1_700_000_000 + w.t + 0.001)
-            seq += w.nbytes
-    got = trace.timeline(path, server, 5900)
+    path = trace.write_pcap(tmp_path / "t.pcap", writes, retransmit_every=50)  # counted once
+    got = trace.timeline(path, "10.0.0.2", 5900)
     assert [n for _, n in got] == [w.nbytes for w in writes]
     want = trace.flows((1_700_000_000 + w.t, w.nbytes) for w in writes)
     found = trace.flows(got)

@@ -154,3 +154,36 @@ def test_keystrokes_first_reorders_the_stream_and_every_write_is_still_placed(tm
         spans.sort()
         assert spans[0][0] == 4
         assert all(a + n == b for (a, n), (b, _) in zip(spans, spans[1:], strict=False))
+
+
+def test_a_capture_replaces_the_model_from_a_file_or_through_the_worker(tmp_path: Path) -> None:
+    """The trace source: a local run takes a pcap file; a worker fetches trial:N's capture."""
+    from qoelab.thinclient import trace
+    from qoelab.thinclient.model import TwoStateModel, generate
+
+    pcap = trace.write_pcap(tmp_path / "session.pcap", generate(TwoStateModel(), 20, seed=3))
+    _, _, result = run_job(tmp_path / "local", pairs=2, duration="3s", trace=str(pcap))
+    assert result.provenance["source"] == "trace"
+    assert result.provenance["trace"] == {"ref": str(pcap), "bytes": pcap.stat().st_size}
+    assert result.summary["writes_I"] > 0 and result.summary["unreceived_I"] == 0
+
+    fetched: list[int] = []
+
+    def fetch(trial: int, dest: Path) -> None:
+        fetched.append(trial)
+        dest.write_bytes(pcap.read_bytes())
+
+    params = validate_params(JOB.params, {"pairs": 2, "duration": "3s", "trace": "trial:42"})
+    ctx = TrialContext(trial_id="t", workdir=tmp_path / "w", prefix="qtj" + secrets.token_hex(3),
+                       fetch_capture=fetch)  # fmt: skip
+    (tmp_path / "w").mkdir()
+    result = JOB.run(params, ctx)
+    assert fetched == [42] and result.provenance["trace"]["ref"] == "trial:42"
+    # Each side refuses the other's form, naming the field.
+    with pytest.raises(ParameterError, match="trace: a file path means nothing to a worker"):
+        JOB.run(validate_params(JOB.params, {"trace": str(pcap)}), ctx)
+    local = TrialContext(trial_id="t", workdir=tmp_path / "w", prefix="qtj" + secrets.token_hex(3))
+    with pytest.raises(ParameterError, match="trace: trial:N is fetched from the backend"):
+        JOB.run(validate_params(JOB.params, {"trace": "trial:42"}), local)
+    with pytest.raises(ParameterError, match="trace"):
+        validate_params(JOB.params, {"trace": "trial:x"})

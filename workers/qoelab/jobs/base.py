@@ -107,6 +107,9 @@ class TrialContext:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("qoelab.trial"))
     deadline: float | None = None  # time.monotonic() value after which the runner should stop
     artifacts: list[ArtifactFile] = field(default_factory=list)
+    # Saves another trial's packet capture at the given path (a job parameter ``trial:N``): the
+    # worker fetches it from the backend, a local run has none (it takes a file instead).
+    fetch_capture: Callable[[int, Path], None] | None = None
 
     def add_artifact(self, path: Path, kind: str) -> None:
         self.artifacts.append(ArtifactFile(Path(path), kind))
@@ -132,6 +135,9 @@ class JobType:
     # Capabilities one trial needs, from its parameters (e.g. only its protocol's tools); at least
     # ``requires``. Without it every trial needs exactly ``requires``.
     requires_for: Callable[[Any], frozenset[str]] | None = None
+    # Parameters that name another trial's capture as ``trial:N`` (thinclient_tcp's ``trace``): the
+    # backend checks that the trial exists, belongs to the researcher and has one.
+    capture_params: tuple[str, ...] = ()
     # Parameters that do not apply to a point (e.g. storage_apt's ``sessions`` outside fixed mode):
     # a sweep drops them from that point's trials and creates points that become equal only once.
     inapplicable: Callable[[Any], frozenset[str]] | None = None

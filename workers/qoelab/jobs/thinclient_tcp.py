@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from qoelab import params as p
 from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, LinkParams, LinkProfile
 from qoelab.emulation.tcp import TcpSettings
+from qoelab.errors import ParameterError
 from qoelab.jobs import register
 from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.thinclient.model import TwoStateModel
 
 PAIRS_MAX = 200
+TRIAL_REF = re.compile(r"trial:([1-9][0-9]{0,11})")
 SAMPLE_COMPONENTS = ("total", "server", "retransmission", "router", "client")
 
 
@@ -87,6 +90,25 @@ class ThinclientParams(LinkParams):
     )
     max_bulk: int = Field(default=100, ge=8, le=280, description="longest bulk flow, packets")
     experiment: str = Field(default="", max_length=20, description="the paper's experiment (e1..e9)")
+    trace: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="replay a capture's server timeline instead of the model: trial:N (that trial's "
+        "capture, e.g. an rd_qoe session), or a pcap file in a local run",
+    )
+    trace_server_port: int | None = Field(
+        default=None, ge=1, le=65535, description="the capture's server port (empty: found from the SYNs)"
+    )
+
+    @field_validator("trace")
+    @classmethod
+    def _trace_form(cls, v: str | None) -> str | None:
+        if v is None or v.strip() == "":
+            return None
+        v = v.strip()
+        if v.startswith("trial:") and not TRIAL_REF.fullmatch(v):
+            raise ValueError("takes trial:N with N a trial number, or a pcap file path in a local run")
+        return v
 
     def tcp_settings(self) -> TcpSettings:
         return dataclasses.replace(
@@ -132,7 +154,31 @@ class ThinclientParams(LinkParams):
 
 def inapplicable(params: ThinclientParams) -> frozenset[str]:
     out = set() if params.connections == "shared" else {"keystrokes_first"}
-    return frozenset(out if params.rto_ewma else {*out, "rto_ewma_floor"})
+    if not params.rto_ewma:
+        out.add("rto_ewma_floor")
+    out |= {"trace_server_port"} if params.trace is None else {"bulk_length", "max_bulk"}
+    return frozenset(out)
+
+
+def trace_path(params: ThinclientParams, ctx: TrialContext) -> Path | None:
+    """The capture to replay: trial:N fetched through the worker, or a local run's file."""
+    if params.trace is None:
+        return None
+    ref = TRIAL_REF.fullmatch(params.trace)
+    if ref is not None:
+        if ctx.fetch_capture is None:
+            raise ParameterError("trace", "trial:N is fetched from the backend by a worker; a local run "
+                                 "takes the pcap file (download it from the trial page)")  # fmt: skip
+        dest = ctx.workdir / f"trace-trial{ref.group(1)}.pcap"
+        ctx.fetch_capture(int(ref.group(1)), dest)
+        return dest
+    if ctx.fetch_capture is not None:
+        raise ParameterError("trace", "a file path means nothing to a worker; name a trial's capture as "
+                             "trial:N")  # fmt: skip
+    path = Path(params.trace)
+    if not path.is_file():
+        raise ParameterError("trace", f"no such capture file: {path}")
+    return path
 
 
 def run(params: ThinclientParams, ctx: TrialContext) -> TrialResult:
@@ -146,7 +192,9 @@ def run(params: ThinclientParams, ctx: TrialContext) -> TrialResult:
                      elapsed, down.get("packets"), down.get("dropped_queue"),
                      down.get("max_backlog_bytes"))  # fmt: skip
 
-    out = run_trial(params.to_run(), ctx.prefix, ctx.workdir / "run", on_tick=on_tick)
+    trace = trace_path(params, ctx)
+    run_spec = dataclasses.replace(params.to_run(), trace=trace, trace_server_port=params.trace_server_port)
+    out = run_trial(run_spec, ctx.prefix, ctx.workdir / "run", on_tick=on_tick)
     detail = ctx.workdir / "thinclient.json"
     detail.write_text(json.dumps({"summary": out.summary, "connections": out.connections, "ccdf": out.ccdf,
                                   "gaps": out.gaps, "writes": out.rows}, default=str))  # fmt: skip
@@ -171,6 +219,7 @@ def run(params: ThinclientParams, ctx: TrialContext) -> TrialResult:
         provenance={
             **out.provenance,
             "paper": experiments.paper_values(params.experiment, buffer_bytes) if params.experiment else {},
+            "trace": None if trace is None else {"ref": params.trace, "bytes": trace.stat().st_size},
             "elapsed_s": time.time() - started,
         },
     )
@@ -193,6 +242,7 @@ JOB = register(
         params=ThinclientParams,
         requires=frozenset({"netns", "userspace_link", "thinclient"}),
         inapplicable=inapplicable,  # type: ignore[arg-type]
+        capture_params=("trace",),
         run=run,  # type: ignore[arg-type]
         metrics=(
             Metric("r_I150", "interactive writes above 150 - t0 ms (r_I150)", ""),

@@ -24,6 +24,7 @@ examples:
   qoelab thinclient run --preset e2 --buffer 25kb
   qoelab thinclient run --preset e1 --buffer large --pairs 20 --duration 60s --json
   qoelab thinclient run --preset e7 --set delay=50ms --set tcp_frto=0
+  qoelab thinclient run --preset e1 --buffer 25kb --trace capture.pcap   # an rd_qoe session's capture
 """
 
 
@@ -40,6 +41,8 @@ def register_run(sub: Any) -> None:
     run.add_argument("--buffer", default="large", help="large, small or a size such as 25kb (router buffer)")
     run.add_argument("--pairs", help="server/client pairs (default 100, the paper's)")
     run.add_argument("--duration", help="replay length, e.g. 60s (default 300s, the paper's)")
+    run.add_argument("--trace", metavar="PCAP", help="replay this capture's server timeline, not the model")
+    run.add_argument("--trace-server-port", metavar="P", help="the capture's server port (default: SYNs)")
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="any job parameter")
     run.add_argument("--json", action="store_true", help="print the metrics and the TCP settings as JSON")
     run.set_defaults(func=cmd_run)
@@ -56,7 +59,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyError as err:
         raise ParameterError("--preset", err.args[0]) from None
     raw["experiment"] = args.preset.lower()
-    for name in ("pairs", "duration"):
+    for name in ("pairs", "duration", "trace", "trace_server_port"):
         if getattr(args, name) is not None:
             raw[name] = getattr(args, name)
     job = jobs.get("thinclient_tcp")

@@ -7,7 +7,7 @@ the previous one the start of a new flow; a flow of one packet is interactive, o
 once), ``flows`` the second, and ``fit`` computes Table 1 and 2 of the paper from the flows: alpha, beta,
 the four start-to-start intervals, c_B and bytes per packet. A capture of this lab's own rd_qoe
 trials becomes a trace source that way, and the generator (``model``) is tested by reading its
-output back.
+output back. ``write_pcap`` goes the other way: the model's writes as a capture other tools read.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from statistics import fmean
 
-from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel
+from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel, Write
 
 
 @dataclass(frozen=True)
@@ -136,3 +136,35 @@ def fit(found: Sequence[Flow], **shapes: object) -> TwoStateModel:
         bytes_bulk=sum(f.nbytes for f in bulk) / sum(f.packets for f in bulk),
         **shapes,  # type: ignore[arg-type]
     )
+
+
+def write_pcap(
+    path: Path,
+    writes: Sequence[Write],
+    server: str = "10.0.0.2",
+    client: str = "10.0.0.1",
+    port: int = 5900,
+    epoch: float = 1_700_000_000.0,
+    retransmit_every: int = 0,
+) -> Path:
+    """``writes`` as one server->client connection in an Ethernet pcap: one segment per write and a
+    payload-free ACK 1 ms later; every ``retransmit_every``-th segment is sent again 200 ms later
+    (what ``connections`` must count once)."""
+    import socket
+
+    import dpkt
+
+    seq = 1000
+    with Path(path).open("wb") as fh:
+        out = dpkt.pcap.Writer(fh, linktype=dpkt.pcap.DLT_EN10MB)
+        for i, w in enumerate(writes):
+            data = dpkt.tcp.TCP(sport=port, dport=40000, seq=seq, flags=dpkt.tcp.TH_ACK, data=b"x" * w.nbytes)
+            ip = dpkt.ip.IP(src=socket.inet_aton(server), dst=socket.inet_aton(client), p=6, data=data)
+            out.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=epoch + w.t)
+            if retransmit_every and i % retransmit_every == 0:
+                out.writepkt(bytes(dpkt.ethernet.Ethernet(data=ip)), ts=epoch + w.t + 0.2)
+            ack = dpkt.tcp.TCP(sport=40000, dport=port, flags=dpkt.tcp.TH_ACK)
+            back = dpkt.ip.IP(src=socket.inet_aton(client), dst=socket.inet_aton(server), p=6, data=ack)
+            out.writepkt(bytes(dpkt.ethernet.Ethernet(data=back)), ts=epoch + w.t + 0.001)
+            seq += w.nbytes
+    return Path(path)
