@@ -31,3 +31,22 @@ def userspace_ok(netns_ok):
     if not ok:
         print(f"userspace link tests skipped: {reason}")
         pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def linkemu_ok() -> None:
+    """linkemu built (``make`` if it is missing) and able to open TUN devices as root, else skip why."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    from qoelab.emulation import userspace
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root for network namespaces and TUN devices")
+    if not userspace.binary_path().exists():
+        subprocess.run(["make", "-s", "-C", str(Path(__file__).resolve().parents[3] / "workers" / "csrc")],
+                       check=False)  # fmt: skip
+    ok, why = userspace.available()
+    if not ok:
+        pytest.skip(why)

@@ -34,22 +34,11 @@ CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
 RX_PORT, LOW_PORT, HIGH_PORT = 6000, 6001, 6002
 TOS_EF = 0xB8
 UDP_IP_OVERHEAD = 28
-REPO = Path(__file__).resolve().parents[3]
 
 Prof = partial(LinkProfile, up=Direction(), down=Direction(), seed=7)
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces and TUN devices"
-    if not userspace.binary_path().exists():
-        subprocess.run(["make", "-s", "-C", str(REPO / "workers" / "csrc")], check=False)
-    ok, why = userspace.available()
-    return None if ok else why
-
-
-_REASON = _skip_reason()
-needs_tun = pytest.mark.skipif(_REASON is not None, reason=_REASON or "")
+needs_tun = pytest.mark.usefixtures("linkemu_ok")
 _counter = itertools.count()
 
 

@@ -34,7 +34,6 @@ from qoelab.emulation.userspace import UserspaceLink
 from qoelab.errors import ParameterError, QoelabError
 
 CLIENT_IP, SERVER_IP = "198.18.0.1", "198.18.0.2"
-REPO = Path(__file__).resolve().parents[3]
 
 
 # The real profile types, with defaults so a test names only what it sets (no validation on
@@ -43,17 +42,7 @@ Dir = Direction
 Prof = partial(LinkProfile, up=Direction(), down=Direction(), seed=7)
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for network namespaces and TUN devices"
-    if not userspace.binary_path().exists():
-        subprocess.run(["make", "-s", "-C", str(REPO / "workers" / "csrc")], check=False)
-    ok, why = userspace.available()
-    return None if ok else why
-
-
-_REASON = _skip_reason()
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+pytestmark = [pytest.mark.netns, pytest.mark.usefixtures("linkemu_ok")]
 
 _counter = itertools.count()
 

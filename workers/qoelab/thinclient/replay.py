@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 
 from qoelab.errors import QoelabError
+from qoelab.thinclient import metrics
 from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel, Write, generate
 
 NOT_BUILT = "tc-replay is not built (run make deps)"
@@ -288,7 +289,7 @@ def summary(records: list[dict[str, Any]], t0_ms: float) -> dict[str, Any]:
         if delays.size:
             row.update({f"p{q}_ms": round(float(np.percentile(delays, q)), 3) for q in (50, 90, 99)})
             row["max_ms"] = round(float(delays.max()), 3)
-            row["r_150"] = float((delays > 150 - t0_ms).mean())
-            row["r_1000"] = float((delays > 1000 - t0_ms).mean())
+            # The paper's r_I150 / r_I1000 rule, applied to either kind (r_150 / r_1000 here).
+            row.update({key.replace("_I", "_"): v for key, v in metrics.exceedance(delays, t0_ms).items()})
         out[kind] = row
     return out
