@@ -24,7 +24,9 @@
  * Protocol with the driver: prints `ready` on stdout once both devices exist;
  * SIGUSR1 prints one JSON stats line; SIGTERM/SIGINT, the end of stdin (when
  * stdin is a pipe) or the parent's death make it print the final stats line
- * and exit 0.  The TUN devices are not persistent, so they disappear with the
+ * and exit 0.  A line `set up|down SPEC` on stdin replaces that direction's settings while it
+ * runs (the queue kind excepted) and is answered by one JSON line `{"event": "set", ...}` with
+ * the time of the change on the monotonic clock of the records, or the error.  The TUN devices are not persistent, so they disappear with the
  * process however it ends.
  *
  * Exit codes: 0 ok, 2 usage, 3 permission (CAP_NET_ADMIN), 4 namespace not
@@ -109,6 +111,9 @@ int main(int argc, char **argv)
 		{.fd = sfd, .events = POLLIN},
 		{.fd = watch_stdin ? 0 : -1, .events = POLLIN},
 	};
+
+	char cbuf[4096];
+	size_t clen = 0;
 
 	int64_t win_start = now_ns(), spun = 0, slept = 0;
 	int rt_now = rt_ok;
@@ -207,10 +212,24 @@ int main(int argc, char **argv)
 		if ((pfd[0].revents | pfd[1].revents) & (POLLERR | POLLNVAL))
 			die(EXIT_RUNTIME, "a TUN device went away");
 		if (pfd[2].revents) {
-			char buf[256];
-			ssize_t n = read(0, buf, sizeof buf);
+			/* Control lines ("set up|down SPEC"); the end of stdin ends the run. */
+			ssize_t n = read(0, cbuf + clen, sizeof cbuf - 1 - clen);
 			if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
 				break;
+			if (n > 0)
+				clen += (size_t)n;
+			char *nl;
+			while ((nl = memchr(cbuf, '\n', clen)) != NULL) {
+				*nl = 0;
+				control_line(&up, &down, cbuf);
+				clen -= (size_t)(nl + 1 - cbuf);
+				memmove(cbuf, nl + 1, clen);
+			}
+			if (clen == sizeof cbuf - 1) { /* a line longer than any spec: refuse it whole */
+				cbuf[clen] = 0;
+				control_line(&up, &down, (char[]){"overlong"});
+				clen = 0;
+			}
 		}
 	}
 	/* Close the records before the final line, so they are complete once it is read. */

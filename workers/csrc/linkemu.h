@@ -235,6 +235,8 @@ int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd);
 void parse_args(int argc, char **argv, opts_t *o, dir_cfg_t *up, dir_cfg_t *down);
 FILE *open_records(const char *path);
 void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed);
+int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t errlen);
+void control_line(dir_t *up, dir_t *down, char *line);
 
 /* ------------------------------------------------------------------------- */
 /* linkemu_queue.c                                                            */

@@ -194,51 +194,84 @@ static void usage(void)
 	exit(EXIT_USAGE);
 }
 
-static double parse_num(const char *key, const char *v, double lo, double hi)
+/* Parsers return their error in err (and -1) instead of exiting, so that a runtime "set" can
+ * refuse a bad spec and keep forwarding; on the command line the error is EXIT_USAGE. */
+static int num_or_err(const char *key, const char *v, double lo, double hi, double *out, char *err,
+		      size_t errlen)
 {
 	char *end;
 	errno = 0;
 	double x = strtod(v, &end);
-	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi)
-		die(EXIT_USAGE, "%s=%s: must be a number in [%g, %g]", key, v, lo, hi);
+	if (errno || end == v || *end || !isfinite(x) || x < lo || x > hi) {
+		snprintf(err, errlen, "%s=%s: must be a number in [%g, %g]", key, v, lo, hi);
+		return -1;
+	}
+	*out = x;
+	return 0;
+}
+
+static double parse_num(const char *key, const char *v, double lo, double hi)
+{
+	char err[256];
+	double x = 0;
+	if (num_or_err(key, v, lo, hi, &x, err, sizeof err))
+		die(EXIT_USAGE, "%s", err);
 	return x;
 }
 
-static void parse_spec(dir_cfg_t *c, const char *which, char *spec)
+#define NUM(key, v, lo, hi, out)                                                                  \
+	do {                                                                                      \
+		double x_;                                                                        \
+		if (num_or_err(key, v, lo, hi, &x_, err, errlen))                                 \
+			return -1;                                                                \
+		out = x_;                                                                         \
+	} while (0)
+#define FAIL(...)                                                                                 \
+	do {                                                                                      \
+		snprintf(err, errlen, __VA_ARGS__);                                               \
+		return -1;                                                                        \
+	} while (0)
+
+int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t errlen)
 {
 	char *save = NULL;
 	for (char *tok = strtok_r(spec, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
 		char *eq = strchr(tok, '=');
 		if (!eq)
-			die(EXIT_USAGE, "--%s: '%s' is not key=value", which, tok);
+			FAIL("--%s: '%s' is not key=value", which, tok);
 		*eq = 0;
 		const char *k = tok, *v = eq + 1;
+		double x;
 		if (!strcmp(k, "rate"))
-			c->rate_bps = parse_num(k, v, 0, 1e12);
-		else if (!strcmp(k, "delay"))
-			c->delay_ns = (int64_t)llround(parse_num(k, v, 0, 60) * 1e9);
-		else if (!strcmp(k, "jitter"))
-			c->jitter_ns = (int64_t)llround(parse_num(k, v, 0, 60) * 1e9);
-		else if (!strcmp(k, "dist")) {
+			NUM(k, v, 0, 1e12, c->rate_bps);
+		else if (!strcmp(k, "delay")) {
+			NUM(k, v, 0, 60, x);
+			c->delay_ns = (int64_t)llround(x * 1e9);
+		} else if (!strcmp(k, "jitter")) {
+			NUM(k, v, 0, 60, x);
+			c->jitter_ns = (int64_t)llround(x * 1e9);
+		} else if (!strcmp(k, "dist")) {
 			if (!strcmp(v, "uniform"))
 				c->dist = DIST_UNIFORM;
 			else if (!strcmp(v, "normal"))
 				c->dist = DIST_NORMAL;
 			else
-				die(EXIT_USAGE, "dist=%s: must be uniform or normal", v);
+				FAIL("dist=%s: must be uniform or normal", v);
 		} else if (!strcmp(k, "reorder"))
-			c->reorder = (int)parse_num(k, v, 0, 1);
-		else if (!strcmp(k, "loss"))
-			c->loss = parse_num(k, v, 0, 100) / 100.0;
-		else if (!strcmp(k, "ge")) {
+			NUM(k, v, 0, 1, c->reorder);
+		else if (!strcmp(k, "loss")) {
+			NUM(k, v, 0, 100, x);
+			c->loss = x / 100.0;
+		} else if (!strcmp(k, "ge")) {
 			double g[4];
 			char buf[256];
 			snprintf(buf, sizeof buf, "%s", v);
 			char *s2 = NULL, *part = strtok_r(buf, ":", &s2);
 			for (int i = 0; i < 4; i++) {
 				if (!part)
-					die(EXIT_USAGE, "ge=%s: needs four percentages P:R:H:K", v);
-				g[i] = parse_num("ge", part, 0, 100) / 100.0;
+					FAIL("ge=%s: needs four percentages P:R:H:K", v);
+				NUM("ge", part, 0, 100, g[i]);
+				g[i] /= 100.0;
 				part = strtok_r(NULL, ":", &s2);
 			}
 			c->ge = 1;
@@ -247,16 +280,24 @@ static void parse_spec(dir_cfg_t *c, const char *which, char *spec)
 			c->ge_bad_loss = g[2];
 			c->ge_good_loss = g[3];
 		} else if (!strcmp(k, "limit"))
-			c->limit_pkts = (long)parse_num(k, v, 0, 1e7);
+			NUM(k, v, 0, 1e7, c->limit_pkts);
 		else if (!strcmp(k, "limit_bytes"))
-			c->limit_bytes = (long)parse_num(k, v, 0, 1e11);
+			NUM(k, v, 0, 1e11, c->limit_bytes);
 		else if (!strcmp(k, "prio"))
-			c->prio = (int)parse_num(k, v, 0, 1);
+			NUM(k, v, 0, 1, c->prio);
 		else
-			die(EXIT_USAGE, "--%s: unknown key '%s'", which, k);
+			FAIL("--%s: unknown key '%s'", which, k);
 	}
 	if (c->prio && c->rate_bps <= 0)
-		die(EXIT_USAGE, "--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
+		FAIL("--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
+	return 0;
+}
+
+static void parse_spec(dir_cfg_t *c, const char *which, char *spec)
+{
+	char err[512];
+	if (spec_parse(c, which, spec, err, sizeof err))
+		die(EXIT_USAGE, "%s", err);
 }
 
 /* The command line: the options into *o, the SPECs into up/down.  Exits on any error. */
@@ -327,6 +368,15 @@ FILE *open_records(const char *path)
 	return f;
 }
 
+/* A rate queue without a limit gets netem's 1000 packets; no queue outgrows the slot pool. */
+static void default_limits(dir_cfg_t *c, uint32_t max_slots)
+{
+	if (c->rate_bps > 0 && c->limit_pkts == 0 && c->limit_bytes == 0)
+		c->limit_pkts = DEFAULT_LIMIT_PKTS;
+	if (c->limit_pkts > (long)max_slots)
+		c->limit_pkts = max_slots;
+}
+
 void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 {
 	d->name = name;
@@ -344,8 +394,61 @@ void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 		}
 	}
 	rng_seed(&d->rng, seed);
-	if (d->cfg.rate_bps > 0 && d->cfg.limit_pkts == 0 && d->cfg.limit_bytes == 0)
-		d->cfg.limit_pkts = DEFAULT_LIMIT_PKTS;
-	if (d->cfg.limit_pkts > (long)max_slots)
-		d->cfg.limit_pkts = max_slots;
+	default_limits(&d->cfg, max_slots);
+}
+
+/* JSON string body: quotes, backslashes and control characters escaped (errors echo input). */
+static void json_str(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+		if (ch == '"' || ch == '\\')
+			fprintf(f, "\\%c", ch);
+		else if (ch < 0x20)
+			fprintf(f, "\\u%04x", ch);
+		else
+			fputc(ch, f);
+	}
+}
+
+/* One control line from stdin: "set up|down SPEC" replaces that direction's settings from the
+ * next packet on (packets already queued or on the delay line keep their timing, as on a real
+ * path whose conditions change).  The queue kind cannot change; a new loss model starts in its
+ * good state.  Answers one JSON line, with the monotonic time of the change. */
+void control_line(dir_t *up, dir_t *down, char *line)
+{
+	char err[512] = "";
+	const char *which = "";
+	char *save = NULL, *verb = strtok_r(line, " ", &save), *dname = strtok_r(NULL, " ", &save);
+	char *spec = strtok_r(NULL, "", &save);
+	dir_t *d = NULL;
+	if (!verb || strcmp(verb, "set"))
+		snprintf(err, sizeof err, "unknown command '%s' (set up|down SPEC)", verb ? verb : "");
+	else if (!dname || (strcmp(dname, "up") && strcmp(dname, "down")))
+		snprintf(err, sizeof err, "set: direction must be up or down");
+	else {
+		which = dname;
+		d = !strcmp(dname, "up") ? up : down;
+		dir_cfg_t c = {0};
+		if (spec_parse(&c, which, spec ? spec : (char[]){""}, err, sizeof err) == 0) {
+			if (c.prio != d->cfg.prio)
+				snprintf(err, sizeof err, "--%s: prio cannot change while running (%d -> %d)",
+					 which, d->cfg.prio, c.prio);
+			else {
+				default_limits(&c, d->max_slots);
+				if (c.ge != d->cfg.ge || c.ge_p != d->cfg.ge_p || c.ge_r != d->cfg.ge_r)
+					d->ge_bad = 0;
+				d->cfg = c;
+			}
+		}
+	}
+	printf("{\"event\": \"set\", \"dir\": \"%s\", \"ok\": %s, \"t_ns\": %lld", which,
+	       err[0] ? "false" : "true", (long long)now_ns());
+	if (err[0]) {
+		fputs(", \"error\": \"", stdout);
+		json_str(stdout, err);
+		fputc('"', stdout);
+	}
+	puts("}");
+	fflush(stdout);
 }

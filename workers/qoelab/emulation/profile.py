@@ -193,6 +193,18 @@ class LinkProfile:
     def symmetric(self) -> bool:
         return self.up == self.down
 
+    def unimpaired(self) -> LinkProfile:
+        """The same link with the emulator out of the way: no delay, jitter, loss or rate limit
+        (a ``prio`` direction keeps its rate and limit: its queue feeds the rate stage)."""
+
+        def clear(d: Direction) -> Direction:
+            if d.queue == "prio":
+                return Direction(rate_bps=d.rate_bps, limit_pkts=d.limit_pkts, limit_bytes=d.limit_bytes,
+                                 queue=d.queue)  # fmt: skip
+            return Direction()
+
+        return replace(self, up=clear(self.up), down=clear(self.down))
+
     @classmethod
     def parse(
         cls,

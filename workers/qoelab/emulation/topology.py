@@ -13,6 +13,7 @@ context manager factory called with the built link and exited before teardown.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -39,7 +40,7 @@ from qoelab.emulation.system import (
     ns_exec_argv,
     require_net_admin,
 )
-from qoelab.errors import QoelabError
+from qoelab.errors import ParameterError, QoelabError
 
 log = logging.getLogger("qoelab.emulation")
 
@@ -75,6 +76,7 @@ class EmulatedLink:
     emulator_stats: dict[str, Any] = field(default_factory=dict)
     processes: list[subprocess.Popen] = field(default_factory=list)
     tcp: dict[str, Any] = field(default_factory=dict)  # asked for and read back, per namespace
+    switches: list[dict[str, Any]] = field(default_factory=list)  # profile changes while it ran
 
     def ns(self, which: str) -> str:
         """``'client'``/``'server'`` (or a namespace name) -> the namespace name."""
@@ -120,6 +122,39 @@ class EmulatedLink:
     def peer_ip(self, which: str) -> str:
         return self.server_ip if self.ns(which) == self.client_ns else self.client_ip
 
+    def set_profile(self, profile: LinkProfile, reason: str = "") -> dict[str, Any]:
+        """Change the link's conditions while it runs (the userspace backend): from the next
+        packet on, both directions follow ``profile``; the MTU and the TCP settings stay. Each
+        change is recorded in ``switches`` (and ``describe()``) with its time on the monotonic
+        clock of the packet records and the wall clock."""
+        if self.backend != "userspace" or self.emulator is None:
+            raise LinkError(
+                f"changing a running link needs the userspace backend (this one is {self.backend})"
+            )
+        if profile.mtu != self.profile.mtu:
+            raise ParameterError(
+                "mtu", f"cannot change while the link runs ({self.profile.mtu} -> {profile.mtu})"
+            )
+        profile = dataclasses.replace(profile.validate(), tcp=self.profile.tcp)
+        ack = self.emulator.set_profile(profile)
+        entry = {"t_mono_s": ack["t_ns"] / 1e9, "t_unix": time.time(), "reason": reason,
+                 "profile": profile.summary()}  # fmt: skip
+        self.switches.append(entry)
+        self.profile = profile
+        log.info("%s: link now %s (%s)", self.prefix, profile.down.describe(), reason or "no reason given")
+        return entry
+
+    @contextlib.contextmanager
+    def switched(self, profile: LinkProfile, reason: str) -> Iterator[dict[str, Any]]:
+        """``profile`` for the ``with`` block (e.g. ``link.profile.unimpaired()`` for a reheat),
+        then back to the profile before it, even when the block fails."""
+        before = self.profile
+        entry = self.set_profile(profile, reason)
+        try:
+            yield entry
+        finally:
+            self.set_profile(before, f"end of {reason}")
+
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
@@ -133,6 +168,7 @@ class EmulatedLink:
             "server_ip": self.server_ip,
             "mtu": self.profile.mtu,
             "tcp": self.tcp,
+            **({"switches": self.switches} if self.switches else {}),
         }
 
     def _stop_processes(self) -> None:

@@ -310,6 +310,24 @@ class UserspaceLink:
             raise QoelabError("the userspace link emulator did not report its counters")
         return {"up": data["up"], "down": data["down"]}
 
+    def set_profile(self, profile: Profile, timeout: float = 2.0) -> dict[str, Any]:
+        """Change both directions while running (not the MTU or a direction's queue kind); returns
+        ``{"t_ns", "up", "down"}`` with the change's time on the records' monotonic clock."""
+        specs = {"up": direction_spec(profile.up, "up"), "down": direction_spec(profile.down, "down")}
+        if self._proc is None or self._proc.poll() is not None or self._proc.stdin is None:
+            raise QoelabError("the userspace link emulator is not running")
+        acks = []
+        for name, spec in specs.items():
+            self._proc.stdin.write(f"set {name} {spec}\n".encode())
+            ack = self._next_json("set", timeout)
+            if ack is None or ack.get("event") != "set":
+                raise QoelabError("the userspace link emulator did not confirm the change of its profile")
+            if not ack.get("ok"):
+                raise ParameterError(f"{name}", str(ack.get("error", "refused")))
+            acks.append(int(ack["t_ns"]))
+        self.profile = profile
+        return {"t_ns": acks[0], **specs}
+
     def stop(self, timeout: float = 5.0) -> dict[str, Any]:
         """End linkemu (its TUN devices go with it) and return the final counters; idempotent."""
         if self._proc is None:
