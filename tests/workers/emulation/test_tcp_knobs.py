@@ -34,10 +34,12 @@ PAPER = TcpSettings(
     slow_start_after_idle=False,
     autocorking=False,
     notsent_lowat=16384,
+    no_metrics_save=True,  # thesis 001's, set here too so every knob is tested in one place
     quickack=True,
 )
 EXPECTED = {"recovery": 0, "early_retrans": 0, "frto": 0, "timestamps": 0, "thin_linear_timeouts": True,
-            "slow_start_after_idle": False, "autocorking": False, "notsent_lowat": 16384}  # fmt: skip
+            "slow_start_after_idle": False, "autocorking": False, "notsent_lowat": 16384,
+            "no_metrics_save": True}  # fmt: skip
 SYSCTLS = [f"net.ipv4.{k.sysctl}" for k in tcp.KNOBS]
 
 
@@ -117,7 +119,7 @@ def test_unset_knobs_are_not_written_and_set_ones_are():
     assert {k.sysctl: values[k.sysctl] for k in tcp.KNOBS} == {
         "tcp_recovery": "0", "tcp_early_retrans": "0", "tcp_frto": "0", "tcp_timestamps": "0",
         "tcp_thin_linear_timeouts": "1", "tcp_slow_start_after_idle": "0", "tcp_autocorking": "0",
-        "tcp_notsent_lowat": "16384",
+        "tcp_notsent_lowat": "16384", "tcp_no_metrics_save": "1",
     }  # fmt: skip
 
 

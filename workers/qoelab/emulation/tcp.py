@@ -21,6 +21,7 @@ adds knobs that ``None`` leaves at the namespace's own value (read back and reco
 * ``frto`` -> ``tcp_frto`` and ``timestamps`` -> ``tcp_timestamps`` (spurious-RTO detection and undo);
 * ``thin_linear_timeouts``, ``slow_start_after_idle``, ``autocorking`` -> the sysctls of those names;
 * ``notsent_lowat`` -> ``tcp_notsent_lowat`` (bytes of unsent data a socket may queue);
+* ``no_metrics_save`` -> ``tcp_no_metrics_save`` (thesis 001's hosts: no cached per-path metrics);
 * ``quickack`` -> the ``quickack 1`` feature of the **client's** route to the server: the receiver
   ACKs every segment (the paper turned delayed ACKs off). It shares that route with ``rto_min``.
 
@@ -96,6 +97,8 @@ KNOBS = (
     Knob("slow_start_after_idle", "tcp_slow_start_after_idle", 0, 1, boolean=True),
     Knob("autocorking", "tcp_autocorking", 0, 1, boolean=True),
     Knob("notsent_lowat", "tcp_notsent_lowat", 1, NOTSENT_LOWAT_MAX, unit=" bytes"),
+    # Thesis 001 (Fig. 3.2): no per-destination metrics carried from one connection to the next.
+    Knob("no_metrics_save", "tcp_no_metrics_save", 0, 1, boolean=True),
 )
 
 # The counters that tell what loss recovery did in a run (notes §7.1 item 4), as nstat names them.
@@ -144,6 +147,7 @@ class TcpSettings:
     slow_start_after_idle: bool | None = None
     autocorking: bool | None = None
     notsent_lowat: int | None = None
+    no_metrics_save: bool | None = None
     quickack: bool = False
 
     def validate(self) -> TcpSettings:
