@@ -14,7 +14,11 @@ mkdir -p "$STATE"
 # emulation (VOSE): libssl-dev (the vose-pair helper's SHA-1 and AES), ethtool (checksum offload flags);
 # thin-client Enhancement 1: clang, libbpf-dev, bpftool (workers/qoelab/thinclient/bpf);
 # services: postgresql, redis; browser tests: chromium; build: gcc, make, python3-venv; wrk (the load
-# generator of benchmarks/reliability).
+# generator of benchmarks/reliability); storage benchmark (thesis 001, workers/qoelab/storage): nfs-ganesha
+# and nfs-ganesha-vfs (the NFSv4 target, no kernel nfsd here), fuse2fs (the export's ext4 image where
+# loop mounts fail), libnfs-utils (nfs-ls/nfs-cp/nfs-cat: readiness and tests), swift, swift-proxy,
+# swift-account, swift-container, swift-object (the Swift all-in-one target), memcached (tempauth keeps
+# its tokens there), python3-swiftclient (the swift command: readiness and tests).
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
   python3 python3-venv python3-dev
@@ -27,6 +31,8 @@ DEB_PACKAGES=(
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core wrk
   clang libbpf-dev bpftool
+  nfs-ganesha nfs-ganesha-vfs fuse2fs libnfs-utils memcached python3-swiftclient
+  swift swift-proxy swift-account swift-container swift-object
 )
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -252,19 +252,35 @@ def iscsi_target(
     *,
     log_path: Path | None = None,
     ready_timeout_s: float = 15.0,
+    backing_file: Path | None = None,
+    block_size: int | None = None,
+    target_params: dict[str, int | str] | None = None,
 ) -> IscsiTarget:
-    """tgtd with one target ``iqn.2026-11.org.qoelab:<prefix>`` and LUN 1 on the null backing store.
+    """tgtd with one target ``iqn.2026-11.org.qoelab:<prefix>``, LUN 1 on the null store (or a file).
 
     ``control_port`` picks tgtd's control socket (``/var/run/tgtd/socket.<port>``): concurrent
     trials must each use their own. ``size_bytes`` must not exceed the null store's fixed 1 TiB,
     which is the LUN's size whatever is asked for (``size_bytes`` of the result says so).
     tgtd's output goes to ``log_path`` (kept), else to the target's private directory.
+
+    ``backing_file`` serves an existing file through tgt's ``rdwr`` store instead (the LUN has the
+    file's size; ``size_bytes`` is then ignored); ``block_size`` sets the LUN's logical block size
+    (tgt's default is 512); ``target_params`` are iSCSI target parameters set with ``tgtadm --op
+    update`` after ours (e.g. ``MaxRecvDataSegmentLength``; a ``MaxBurstLength`` there replaces the
+    default one). All three are optional: without them the target is the APT one, unchanged.
     """
     check_prefix(prefix)
     _check_port("port", port)
     _check_port("control_port", control_port, 32767)  # tgtd keeps it in a short
-    if size_bytes is not None and not 512 <= size_bytes <= TGT_NULL_SIZE:
+    if backing_file is not None:
+        if not Path(backing_file).is_file():
+            raise ParameterError("backing_file", f"must be an existing file, got {str(backing_file)!r}")
+        size_bytes = Path(backing_file).stat().st_size
+    elif size_bytes is not None and not 512 <= size_bytes <= TGT_NULL_SIZE:
         raise ParameterError("size_bytes", f"tgt's null backing store has 1 TiB; got {size_bytes!r}")
+    if block_size is not None and block_size not in (512, 1024, 2048, 4096):
+        raise ParameterError("block_size", f"must be 512, 1024, 2048 or 4096, got {block_size!r}")
+    params = {"MaxBurstLength": ISCSI_MAX_BURST, **(target_params or {})}
     tgtd = find_tool("tgtd", "tgt")
     tgtadm = find_tool("tgtadm", "tgt")
     run = run or run_local
@@ -285,13 +301,17 @@ def iscsi_target(
         proc,
         f"iscsi://{address}/{iqn}/1",
         address,
-        TGT_NULL_SIZE,
+        TGT_NULL_SIZE if backing_file is None else int(size_bytes or 0),
         workdir,
         log_path,
         control_port=control_port,
         iqn=iqn,
     )
-    target.info = {"server": "tgtd", "backing_store": "null", "control_port": control_port, "iqn": iqn}
+    store = ("null", f"null-{prefix}") if backing_file is None else ("rdwr", str(backing_file))
+    target.info = {"server": "tgtd", "backing_store": store[0], "control_port": control_port, "iqn": iqn}
+    if backing_file is not None:
+        target.info["backing_file"] = store[1]
+    lun_options = () if block_size is None else ("--blocksize", str(block_size))
     (workdir / "control_port").write_text(str(control_port))  # for cleanup_leftovers after a crash
     try:
         # tgtd answers its control socket only from its event loop, i.e. after the portal listens.
@@ -306,9 +326,9 @@ def iscsi_target(
         steps = [
             ("--op", "new", "--mode", "target", "--tid", "1", "-T", iqn),
             ("--op", "new", "--mode", "logicalunit", "--tid", "1", "--lun", "1",
-             "--bstype", "null", "--backing-store", f"null-{prefix}"),
-            ("--op", "update", "--mode", "target", "--tid", "1",
-             "-n", "MaxBurstLength", "-v", str(ISCSI_MAX_BURST)),
+             "--bstype", store[0], "--backing-store", store[1], *lun_options),
+            *(("--op", "update", "--mode", "target", "--tid", "1", "-n", name, "-v", str(value))
+              for name, value in params.items()),
             ("--op", "bind", "--mode", "target", "--tid", "1", "-I", "ALL"),
         ]  # fmt: skip
         for step in steps:
@@ -323,7 +343,11 @@ def iscsi_target(
     except BaseException:
         target.stop()
         raise
-    target.info["max_burst_length"] = ISCSI_MAX_BURST
+    target.info["max_burst_length"] = int(params["MaxBurstLength"])
+    if target_params:
+        target.info["target_params"] = dict(params)
+    if block_size is not None:
+        target.info["block_size"] = block_size
     return target
 
 
