@@ -1,0 +1,61 @@
+"""Thesis 001's network scenarios (notes seed-storage-bench.md §2) as link parameters.
+
+Every latency in the thesis is a round-trip time, applied as RTT/2 each way (WANem's ``delay``,
+footnote 11). Whether WANem applied jitter and loss per direction is not stated (§5.15); the lab
+applies both to each direction, as a WANem bridge does to every packet through it, so 0.1 % loss is
+0.1 % per direction and jitter (normal with σ = j, WANem's default distribution) is on each one-way
+delay. netem, under WANem, sorts packets by their jittered send time, so jitter reorders them; the
+lab's emulator keeps order unless told, so ``reorder`` is on wherever there is jitter.
+The named scenarios follow the figures' cumulative reading (§2): "added 0.1% loss" is 50 ms +
+0.1 %, and "realistic" adds ±10 ms jitter to that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from qoelab.errors import ParameterError
+
+RATES = {"100mbit": 100e6, "1gbit": 1e9}
+RTT_SWEEP_MS = (0, 20, 50, 160, 250)
+LOSS_SWEEP_PCT = (0.0, 0.1, 1.0, 2.5)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    title: str  # as the thesis' tables name the row
+    rtt_ms: float
+    loss_pct: float = 0.0
+    jitter_ms: float = 0.0
+
+    def link_params(self, rate: str = "100mbit") -> dict[str, Any]:
+        """The job's link parameters: RTT/2 each way, loss and jitter on both directions."""
+        if rate not in RATES:
+            raise ParameterError("rate", f"thesis scenarios run at {' or '.join(RATES)}, got {rate!r}")
+        one_way = f"{self.rtt_ms / 2:g}ms"
+        params: dict[str, Any] = {"rate": rate, "delay": one_way, "up_delay": one_way}
+        params.update({"loss": f"{self.loss_pct:g}%", "up_loss": f"{self.loss_pct:g}%"})
+        if self.jitter_ms:
+            params.update({"jitter": f"{self.jitter_ms:g}ms", "up_jitter": f"{self.jitter_ms:g}ms",
+                           "jitter_dist": "normal", "reorder": True})  # fmt: skip
+        return params
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.key: s
+    for s in (
+        Scenario("ideal", "ideal network", 0.0),
+        Scenario("latency", "added 50 ms latency", 50.0),
+        Scenario("loss", "added 0.1% loss", 50.0, loss_pct=0.1),
+        Scenario("realistic", "realistic network", 50.0, loss_pct=0.1, jitter_ms=10.0),
+    )
+}
+
+
+def scenario(key: str) -> Scenario:
+    try:
+        return SCENARIOS[key]
+    except KeyError:
+        raise ParameterError("scenario", f"must be one of {', '.join(SCENARIOS)}, got {key!r}") from None
