@@ -93,6 +93,10 @@ fi
 if [ -f workers/qoelab/thinclient/csrc/Makefile ]; then
   make -s -C workers/qoelab/thinclient/csrc
 fi
+# The storage benchmark tool of thesis 001, run inside the client guest (C, glibc only: pthreads, libm).
+if [ -f workers/qoelab/storage/csrc/Makefile ]; then
+  make -s -C workers/qoelab/storage/csrc
+fi
 # Paper 002's Enhancement 1 as a BPF sock_ops program (clang -target bpf, libbpf headers).
 if [ -f workers/qoelab/thinclient/bpf/Makefile ]; then
   make -s -C workers/qoelab/thinclient/bpf
