@@ -1,7 +1,7 @@
 #!/bin/bash
 # Build the qoelab guest: Debian 12 from Debian packages only (debootstrap), X at 800x600, openbox,
 # chromium in kiosk mode, autologin, sshd + x2goserver, and a readiness line on the second serial port.
-# Output (git-ignored): $OUT/{disk.qcow2,vmlinuz,initrd.img,manifest.json,rd-password}.
+# Output (git-ignored): $OUT/{disk.qcow2,vmlinuz,initrd.img,manifest.json,rd-password,root-key}.
 # Cached: skipped when $OUT/manifest.json records the same input hash (this script + packages.txt).
 set -euo pipefail
 
@@ -14,7 +14,7 @@ FORCE=0
 
 die() { echo "vm-image: $*" >&2; exit 1; }
 [[ $EUID -eq 0 ]] || die "must run as root (debootstrap, chroot)"
-for tool in debootstrap qemu-img mkfs.ext4 sha256sum python3; do
+for tool in debootstrap qemu-img mkfs.ext4 sha256sum python3 ssh-keygen; do
     command -v "$tool" >/dev/null || die "missing $tool: apt-get install -y debootstrap qemu-utils e2fsprogs python3"
 done
 
@@ -89,6 +89,11 @@ PASSWORD="$(head -c 18 /dev/urandom | base64 | tr -d '/+=')"
 chroot "$ROOT" useradd -m -s /bin/bash -G dialout,video,audio rd
 echo "rd:$PASSWORD" | chroot "$ROOT" chpasswd
 chroot "$ROOT" passwd -l root >/dev/null
+# Root logs in by key only (sshd's default prohibit-password): the storage benchmark's client runs
+# mounts, iscsiadm and drop_caches in the guest. The private key stays in $OUT/root-key (root-only).
+ssh-keygen -q -t ed25519 -N "" -C qoelab-worker -f "$WORK/root-key"
+install -d -m 700 "$ROOT/root/.ssh"
+install -m 600 "$WORK/root-key.pub" "$ROOT/root/.ssh/authorized_keys"
 
 # Xorg runs via the setuid wrapper from a service (no logind seat needed).
 printf 'allowed_users=anybody\nneeds_root_rights=yes\n' >"$ROOT/etc/X11/Xwrapper.config"
@@ -250,6 +255,7 @@ cp "$(ls "$ROOT"/boot/vmlinuz-* | sort -V | tail -1)" "$OUT.new/vmlinuz"
 cp "$(ls "$ROOT"/boot/initrd.img-* | sort -V | tail -1)" "$OUT.new/initrd.img"
 chroot "$ROOT" dpkg-query -W -f '${Package}\t${Version}\n' >"$OUT.new/packages.tsv"
 echo -n "$PASSWORD" >"$OUT.new/rd-password"; chmod 600 "$OUT.new/rd-password"
+install -m 600 "$WORK/root-key" "$OUT.new/root-key"
 for m in dev/pts dev proc sys; do umount -l "$ROOT/$m"; done
 rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/*_*
 

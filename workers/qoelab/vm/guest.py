@@ -23,7 +23,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -386,6 +386,8 @@ def running_guest(
     spice_options: dict[str, str] | None = None,
     vnc_options: dict[str, str] | None = None,
     snapshot: Snapshot | None = None,
+    extra_append: Sequence[str] = (),
+    ready: Callable[[RunningGuest, subprocess.Popen, float], None] | None = None,
 ) -> Iterator[RunningGuest]:
     """Boot (or restore) a guest for one trial and yield it once ready; always stop it and drop its overlay.
 
@@ -393,7 +395,9 @@ def running_guest(
     the guest's NIC is a tap in it, 10.213.0.1/24 on the host side, guest 10.213.0.2. Ready means
     ``ready_check`` accepts QEMU's screen, or without one: the guest said so on ttyS1 and the page
     is painted (see :func:`_wait_ready`). With ``snapshot`` the guest resumes from that saved state;
-    if that fails the guest is booted instead and ``snapshot_error`` says why.
+    if that fails the guest is booted instead and ``snapshot_error`` says why. ``ready(guest, proc,
+    deadline)`` replaces that wait (a headless guest: ``extra_append`` masks the kiosk, and the
+    caller waits for what it needs, e.g. sshd); it raises GuestNotReadyError past the deadline.
     """
     check_prefix(prefix)
     image = image or load_image()
@@ -415,7 +419,7 @@ def running_guest(
             spec = GuestSpec(
                 name=overlay.stem, accel=chosen, overlay=overlay, kernel=image.kernel, initrd=image.initrd,
                 console_log=console_log, ready_log=ready_log, listen_ip=listen_ip, vnc_display=vnc_display,
-                qmp_socket=qmp_sock, spice_port=spice_port, tap=tap,
+                qmp_socket=qmp_sock, spice_port=spice_port, tap=tap, extra_append=list(extra_append),
                 memory_mb=restore.memory_mb if restore else memory_mb,
                 incoming=restore.state if restore else None,
                 **({"spice_options": spice_options} if spice_options is not None else {}),
@@ -448,7 +452,10 @@ def running_guest(
                     guest.restore_s = time.monotonic() - start
                     # The ready line was written before the state was saved.
                     guest.guest_uptime_at_ready_s, guest.kiosk_up_s = restore.uptime_at_ready_s, 0.0
-                _wait_ready(guest, proc, ready_log, start, ready_timeout, ready_check)
+                if ready is not None:
+                    ready(guest, proc, start + ready_timeout)
+                else:
+                    _wait_ready(guest, proc, ready_log, start, ready_timeout, ready_check)
             except GuestError as err:
                 qemu_err = _tail(err_path, 5)
                 if restore is None:

@@ -1,0 +1,100 @@
+"""The storage client in the QEMU guest (TCG here) behind the emulated link: it mounts the NFS target
+through the link (its metadata operations take at least a round trip each) and the iSCSI target
+(ext4 on the LUN, a chosen scheduler, a microbenchmark round); one boot for both, skipped without
+the image (``make vm-image``)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import secrets
+from pathlib import Path
+
+import pytest
+
+from qoelab.emulation import LinkProfile, emulated_link
+from qoelab.emulation.tcp import TcpSettings
+from qoelab.storage import iobench, mounts
+from qoelab.storage.guest import client_guest
+from qoelab.storage.nfs import nfs_target
+from qoelab.storage.targets import cleanup_leftovers, find_servers, iscsi_target
+from qoelab.vm.image import MissingImageError, load_image
+
+pytestmark = [pytest.mark.slow, pytest.mark.netns]
+RTT_MS = 40.0
+
+
+@pytest.fixture(scope="module")
+def image():
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces, tap devices, mounts)")
+    try:
+        img = load_image()
+    except MissingImageError as err:
+        pytest.skip(f"no guest image: run make vm-image ({err})")
+    if not (img.directory / "root-key").is_file():
+        pytest.skip("the guest image predates the storage client (no root-key): run make vm-image")
+    if not iobench.binary().exists():
+        pytest.fail(iobench.NOT_BUILT)
+    return img
+
+
+def test_the_guest_mounts_nfs_and_iscsi_across_the_link(image, tmp_path: Path) -> None:
+    prefix = "qsg" + secrets.token_hex(3)
+    profile = LinkProfile.parse(rate="100mbit", delay=f"{RTT_MS / 2:g}ms", up_delay=f"{RTT_MS / 2:g}ms",
+                                tcp=TcpSettings(cc="cubic", no_metrics_save=True))  # fmt: skip
+    try:
+        with emulated_link(profile, prefix=prefix, backend="userspace") as link:
+            popen = functools.partial(link.popen_in, "s")
+            run = functools.partial(link.run_in, "s")
+            srv, tools = tmp_path / "srv", [iobench.binary()]
+            with nfs_target(popen, run, link.server_ip, srv, prefix) as target, iscsi_target(
+                popen, run, link.server_ip, srv, prefix, size_bytes=64 << 20
+            ) as lun, client_guest(link, prefix, tmp_path / "vm", tools=tools) as client:  # fmt: skip
+                # The guest's TCP is the trial's: read back from its kernel.
+                assert client.tcp["sysctl"]["tcp_congestion_control"] == "cubic"
+                assert client.tcp["sysctl"]["tcp_no_metrics_save"] == "1"
+                mount = mounts.mount_nfs(client.shell, target, link.server_ip)
+                assert mount["fstype"] == "nfs4" and "vers=4.2" in mount["options"], mount
+                before = link.emulator.stats()
+                client.shell.run(f"mkdir {mounts.MOUNT_POINT}/m", timeout=60)
+                result = iobench.meta(
+                    iobench.MetaSpec(dir=f"{mounts.MOUNT_POINT}/m", n=5, markers=True),
+                    prefix=client.shell.prefix_argv(),
+                    tool="/usr/local/bin/storage-iobench",
+                    timeout=300,
+                )
+                after = link.emulator.stats()
+                assert result.failed == 0 and [o.op for o in result.ops] == list(iobench.META_KINDS)
+                # Every mkdir and unlink is a synchronous exchange with the server across the link.
+                for kind in ("mkdir", "unlink", "rmdir"):
+                    per_op_ms = result.op(kind).ops_seconds / 5 * 1e3
+                    print(f"{kind}: {per_op_ms:.1f} ms per operation at RTT {RTT_MS:g} ms")
+                    assert per_op_ms >= 0.9 * RTT_MS, (kind, per_op_ms)
+                # The traffic went through the emulator (the worker's ssh to the guest does not).
+                assert after["up"]["packets"] - before["up"]["packets"] >= 5 * 4
+                # The file the guest made is on the server's export.
+                client.shell.run(f"touch {mounts.MOUNT_POINT}/from-guest && sync", timeout=60)
+                assert (target.export_dir / "from-guest").exists()
+                mounts.unmount(client.shell)
+                assert mounts.mounted(client.shell) == {}
+
+                # iSCSI: ext4 on the LUN with bfq (CFQ's stand-in), the thesis' segment length.
+                mount = mounts.mount_iscsi(client.shell, lun, link.server_ip, scheduler="bfq")
+                assert mount["fstype"] == "ext4" and "[bfq]" in mount["scheduler"], mount
+                assert mount["negotiated"].get("MaxRecvDataSegmentLength") == 65536, mount
+                tool = "/usr/local/bin/storage-iobench"
+                files = f"{mounts.MOUNT_POINT}/set"
+                iobench.prepare(iobench.PrepareSpec(dir=files, files=8, size=256 << 10),
+                                prefix=client.shell.prefix_argv(), tool=tool, timeout=300)  # fmt: skip
+                got = iobench.micro(
+                    iobench.MicroSpec(dir=files, op="read", files=8, size=256 << 10, threads=2, form="direct",
+                                      unit=64 << 10, drop_caches=True),
+                    prefix=client.shell.prefix_argv(), tool=tool, timeout=300,
+                )  # fmt: skip
+                assert got.serviced == 8 and got.failed == 0 and got.bytes == 8 * (256 << 10)
+                mounts.unmount(client.shell)
+                assert "sd" not in client.shell.run("lsblk -n -o NAME", timeout=30).stdout
+    finally:
+        cleanup_leftovers(prefix)
+    assert find_servers(prefix) == []

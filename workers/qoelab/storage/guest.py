@@ -1,0 +1,182 @@
+"""The storage benchmark's client: the lab's QEMU guest on the client side of the emulated link.
+
+This kernel has no NFS client or iSCSI initiator, and one page cache would serve client and server
+alike, so the thesis' client runs in the guest (docs/storage-bench.md, "Where the client runs"). The
+guest boots headless (the kiosk and X2Go masked on the kernel command line) with its tap in the
+client namespace; that namespace forwards between the tap and the link, and the server namespace
+routes the guest's /24 back through it. So every byte between the guest and a target crosses the
+emulator, while the worker's own ssh to the guest (over the tap only) does not. Commands run as
+root over one persistent ssh connection, with the key the image was built with (vm-images/build.sh).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from qoelab.emulation import tcp
+from qoelab.emulation.system import find_tool, marked_env, ns_exec_argv
+from qoelab.emulation.topology import EmulatedLink
+from qoelab.errors import QoelabError
+from qoelab.vm.guest import GUEST_IP, GuestNotReadyError, RunningGuest, running_guest
+from qoelab.vm.image import load_image
+
+GUEST_SUBNET = "10.213.0.0/24"
+# X and the browser would only burn the guest's (emulated) CPU; x2goserver was its busiest idle unit.
+HEADLESS_APPEND = ("systemd.mask=qoelab-kiosk.service", "systemd.mask=x2goserver.service")
+DEFAULT_MEMORY_MB = 1536
+
+
+class GuestCommandError(QoelabError):
+    """A command in the client guest failed; the message has its exit status and output tail."""
+
+
+class GuestShell:
+    """Root commands in the guest over ssh from namespace ``ns``, multiplexed on one connection."""
+
+    def __init__(self, ns: str, key: Path, prefix: str, ip: str = GUEST_IP) -> None:
+        self.ns, self.key, self.ip, self.prefix = ns, Path(key), ip, prefix
+        # A socket path must stay under 108 bytes: a short private directory, not the trial's.
+        self.control_dir = Path(tempfile.mkdtemp(prefix=f"qssh-{prefix}-"))
+        self.control = self.control_dir / "%C"
+        self.ssh = find_tool("ssh", "openssh-client")
+
+    def argv(self, command: str, connect_timeout_s: int = 5) -> list[str]:
+        options = {
+            "BatchMode": "yes",
+            "StrictHostKeyChecking": "no",
+            "UserKnownHostsFile": "/dev/null",
+            "LogLevel": "ERROR",
+            "ConnectTimeout": str(connect_timeout_s),
+            "ControlMaster": "auto",
+            "ControlPath": str(self.control),
+            "ControlPersist": "120",
+            "ServerAliveInterval": "10",
+        }
+        opts = [x for k, v in options.items() for x in ("-o", f"{k}={v}")]
+        return ns_exec_argv(self.ns, [self.ssh, *opts, "-i", str(self.key), f"root@{self.ip}", command])
+
+    def prefix_argv(self) -> list[str]:
+        """The argv up to the remote command: a driver appends the command's words (ssh joins them)."""
+        return self.argv("")[:-1]
+
+    def popen(self, command: str, **kwargs: Any) -> subprocess.Popen:
+        kwargs.setdefault("env", marked_env(self.prefix))
+        kwargs.setdefault("stdin", subprocess.DEVNULL)
+        return subprocess.Popen(self.argv(command), **kwargs)
+
+    def run(self, command: str, timeout: float = 120, check: bool = True,
+            stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
+        proc = self.popen(command, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        try:
+            out, err = proc.communicate(stdin, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise GuestCommandError(f"in the guest: {command!r} did not end within {timeout:g} s") from None
+        result = subprocess.CompletedProcess(proc.args, proc.returncode, out.decode(errors="replace"),
+                                             err.decode(errors="replace"))  # fmt: skip
+        if check and result.returncode != 0:
+            tail = (result.stderr or result.stdout).strip()[-400:]
+            raise GuestCommandError(f"in the guest: {command!r} exited {result.returncode}: {tail}")
+        return result
+
+    def put(self, local: Path, remote: str, mode: str = "0755") -> None:
+        """Copy a file into the guest (through the ssh connection: no scp or sftp server needed)."""
+        q = shlex.quote(remote)
+        data = Path(local).read_bytes()
+        self.run(f"cat > {q}.part && chmod {mode} {q}.part && mv {q}.part {q}", stdin=data)
+
+    def close(self) -> None:
+        """End the shared connection (its master process) and remove its socket directory."""
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            subprocess.run([*self.argv("true")[:-2], "-O", "exit", f"root@{self.ip}"], capture_output=True,
+                           timeout=10, check=False, env=marked_env(self.prefix))  # fmt: skip
+        shutil.rmtree(self.control_dir, ignore_errors=True)
+
+
+def wait_for_ssh(shell: GuestShell, guest: RunningGuest, proc: subprocess.Popen, deadline: float) -> None:
+    """Until ``true`` runs in the guest as root: sshd up, the key accepted."""
+    last = ""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise GuestNotReadyError(f"QEMU exited with status {proc.returncode} while the guest booted")
+        res = subprocess.run(shell.argv("true", connect_timeout_s=3), capture_output=True, text=True,
+                             timeout=30, check=False, env=marked_env(shell.prefix))  # fmt: skip
+        if res.returncode == 0:
+            return
+        last = res.stderr.strip()[-200:]
+        time.sleep(1.0)
+    raise GuestNotReadyError(f"the client guest's sshd did not let root in before the deadline: {last}")
+
+
+@dataclass
+class StorageGuest:
+    guest: RunningGuest
+    shell: GuestShell
+    tcp: dict[str, Any] = field(default_factory=dict)  # what the guest's TCP was set to, read back
+
+    def provenance(self) -> dict[str, Any]:
+        kernel = self.shell.run("uname -r", timeout=30).stdout.strip()
+        return {**self.guest.provenance(), "role": "storage client", "kernel": kernel, "tcp": self.tcp}
+
+
+def apply_tcp(shell: GuestShell, settings: tcp.TcpSettings, link: EmulatedLink) -> dict[str, Any]:
+    """The trial's TCP in the guest (the client's stack now), by the one mechanism's values, read back."""
+    values = tcp.sysctl_values(settings, link.profile)
+    assignments = " ".join(shlex.quote(f"net.ipv4.{k}={v}") for k, v in values.items())
+    shell.run(f"sysctl -q -w {assignments}", timeout=30)
+    got = shell.run("sysctl -n " + " ".join(f"net.ipv4.{k}" for k in values), timeout=30).stdout.splitlines()
+    read = {k: " ".join(g.split()) for k, g in zip(values, got, strict=False)}
+    wrong = {k: (v, read.get(k)) for k, v in values.items() if read.get(k) != " ".join(v.split())}
+    if wrong:
+        raise GuestCommandError(f"the guest's TCP did not take {wrong} (asked, read)")
+    return {"requested": settings.to_json(), "sysctl": read}
+
+
+@contextlib.contextmanager
+def client_guest(
+    link: EmulatedLink,
+    prefix: str,
+    workdir: Path,
+    *,
+    accel: str = "auto",
+    memory_mb: int = DEFAULT_MEMORY_MB,
+    ready_timeout_s: float = 300.0,
+    tools: Sequence[Path] = (),
+) -> Iterator[StorageGuest]:
+    """Boot the guest headless behind the link's client side; yield once root's ssh works, the
+    trial's TCP is set in it and ``tools`` are copied to /usr/local/bin. Always stops it."""
+    image = load_image()
+    key = image.directory / "root-key"
+    if not key.is_file():
+        raise QoelabError(f"the guest image has no root key ({key}): rebuild it with 'make vm-image'")
+    workdir.mkdir(parents=True, exist_ok=True)
+    subprocess.run(ns_exec_argv(link.client_ns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]), check=True,
+                   capture_output=True, timeout=20)  # fmt: skip
+    link.add_route("server", GUEST_SUBNET, via=link.client_ip)
+    shell = GuestShell(link.client_ns, key, prefix)
+
+    def ready(guest: RunningGuest, proc: subprocess.Popen, deadline: float) -> None:
+        wait_for_ssh(shell, guest, proc, deadline)
+
+    try:
+        with running_guest(prefix, workdir, ns=link.client_ns, image=image, accel=accel, vnc_display=None,
+                           spice_port=None, ready_timeout=ready_timeout_s, memory_mb=memory_mb,
+                           extra_append=HEADLESS_APPEND, ready=ready) as guest:  # fmt: skip
+            client = StorageGuest(guest, shell)
+            client.tcp = apply_tcp(shell, link.profile.tcp, link)
+            for tool in tools:
+                shell.put(tool, f"/usr/local/bin/{Path(tool).name}")
+            yield client
+    finally:
+        shell.close()
