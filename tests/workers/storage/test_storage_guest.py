@@ -1,10 +1,12 @@
 """The storage client in the QEMU guest (TCG here) behind the emulated link: it mounts the NFS target
-through the link (its metadata operations take at least a round trip each) and the iSCSI target
-(ext4 on the LUN, a chosen scheduler, a microbenchmark round); one boot for both, skipped without
-the image (``make vm-image``)."""
+through the link (its metadata operations take at least a round trip each), the iSCSI target
+(ext4 on the LUN, a chosen scheduler, a microbenchmark round) and Swift through rclone (a write
+round in overwrite mode, read back); one boot for all three, skipped without the image
+(``make vm-image``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import secrets
@@ -17,6 +19,7 @@ from qoelab.emulation.tcp import TcpSettings
 from qoelab.storage import iobench, mounts
 from qoelab.storage.guest import client_guest
 from qoelab.storage.nfs import nfs_target
+from qoelab.storage.swift import swift_target
 from qoelab.storage.targets import cleanup_leftovers, find_servers, iscsi_target
 from qoelab.vm.image import MissingImageError, load_image
 
@@ -39,7 +42,7 @@ def image():
     return img
 
 
-def test_the_guest_mounts_nfs_and_iscsi_across_the_link(image, tmp_path: Path) -> None:
+def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(image, tmp_path: Path) -> None:
     prefix = "qsg" + secrets.token_hex(3)
     profile = LinkProfile.parse(rate="100mbit", delay=f"{RTT_MS / 2:g}ms", up_delay=f"{RTT_MS / 2:g}ms",
                                 tcp=TcpSettings(cc="cubic", no_metrics_save=True))  # fmt: skip
@@ -50,7 +53,9 @@ def test_the_guest_mounts_nfs_and_iscsi_across_the_link(image, tmp_path: Path) -
             srv, tools = tmp_path / "srv", [iobench.binary()]
             with nfs_target(popen, run, link.server_ip, srv, prefix) as target, iscsi_target(
                 popen, run, link.server_ip, srv, prefix, size_bytes=64 << 20
-            ) as lun, client_guest(link, prefix, tmp_path / "vm", tools=tools) as client:  # fmt: skip
+            ) as lun, swift_target(popen, run, link.server_ip, srv, prefix) as swift, client_guest(
+                link, prefix, tmp_path / "vm", tools=tools
+            ) as client:  # fmt: skip
                 # The guest's TCP is the trial's: read back from its kernel.
                 assert client.tcp["sysctl"]["tcp_congestion_control"] == "cubic"
                 assert client.tcp["sysctl"]["tcp_no_metrics_save"] == "1"
@@ -95,6 +100,20 @@ def test_the_guest_mounts_nfs_and_iscsi_across_the_link(image, tmp_path: Path) -
                 assert got.serviced == 8 and got.failed == 0 and got.bytes == 8 * (256 << 10)
                 mounts.unmount(client.shell)
                 assert "sd" not in client.shell.run("lsblk -n -o NAME", timeout=30).stdout
+
+                # Swift through rclone: whole objects up on close, down on read.
+                mount = mounts.mount_swift(client.shell, swift, transfers=4)
+                assert mount["fstype"].startswith("fuse") and mount["client"].startswith("rclone"), mount
+                spec = iobench.MicroSpec(dir=mounts.MOUNT_POINT, op="write", files=4, size=512 << 10,
+                                         threads=2, write_mode="overwrite")  # fmt: skip
+                wrote = iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=tool, timeout=300)
+                assert wrote.serviced == 4 and wrote.failed == 0, wrote.raw
+                read = iobench.micro(dataclasses.replace(spec, op="read", drop_caches=True),
+                                     prefix=client.shell.prefix_argv(), tool=tool, timeout=300)  # fmt: skip
+                assert read.serviced == 4 and read.failed == 0 and read.bytes == 4 * (512 << 10), read.raw
+                listed = run(swift.client_argv("list", "qoelab"), timeout=30).stdout.split()
+                assert len(listed) == 4, listed  # the objects are in the container on the server
+                mounts.unmount(client.shell)
     finally:
         cleanup_leftovers(prefix)
     assert find_servers(prefix) == []

@@ -5,18 +5,25 @@ Linux negotiates 4.2 by default, the thesis only says "version 4"). iSCSI is ope
 with the thesis' segment and burst lengths (notes §1.5; bursts at the largest the initiator
 negotiates, 16,776,192 B), ext4 made with its inode tables written at once (lazy init would write
 them in the background over iSCSI during the first rounds) and the chosen block scheduler (CFQ is
-gone: ``bfq`` stands in for it, ``mq-deadline`` for deadline). The options the kernel took are read
-back (``findmnt``, ``iscsiadm -m session -P2``, the scheduler file) for the result's provenance.
+gone: ``bfq`` stands in for it, ``mq-deadline`` for deadline). Swift is ``rclone mount`` (FUSE),
+the closest packaged relative of the thesis' CloudFuse: ``transfers`` is its number of concurrent
+connections, and ``vfs_cache_mode`` ``off`` streams every open file to or from the proxy, so a
+close waits for the upload as CloudFuse's did (``writes``/``full`` upload in the background after
+close and need the local cache, which PostMark's seeks do). The options the kernel took are read
+back (``findmnt``, ``iscsiadm -m session -P3``, the scheduler file) for the result's provenance.
 """
 
 from __future__ import annotations
 
 import shlex
+import time
+from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
 from qoelab.storage.guest import GuestCommandError, GuestShell
 from qoelab.storage.nfs import PSEUDO, NfsTarget
+from qoelab.storage.swift import SwiftTarget
 from qoelab.storage.targets import IscsiTarget
 
 MOUNT_POINT = "/mnt/qoelab"
@@ -73,6 +80,43 @@ def mount_iscsi(shell: GuestShell, target: IscsiTarget, server_ip: str, schedule
     ) if v.isdigit()}  # fmt: skip
     return {"target": "iscsi", "device": dev, "scheduler": chosen, "negotiated": negotiated,
             "filesystem": "ext4 (mkfs defaults, inode tables written at once)", **mounted(shell)}  # fmt: skip
+
+
+VFS_CACHE_MODES = ("off", "minimal", "writes", "full")
+RCLONE_CONF = "/root/.config/rclone/rclone.conf"
+
+
+def mount_swift(shell: GuestShell, target: SwiftTarget, container: str = "qoelab", transfers: int = 4,
+                vfs_cache_mode: str = "off", timeout_s: float = 60.0) -> dict[str, Any]:  # fmt: skip
+    """The container at the mount point through ``rclone mount`` (created if missing)."""
+    if vfs_cache_mode not in VFS_CACHE_MODES:
+        raise ParameterError(
+            "vfs_cache_mode", f"must be one of {', '.join(VFS_CACHE_MODES)}, got {vfs_cache_mode!r}"
+        )
+    if not 1 <= transfers <= 64:
+        raise ParameterError("transfers", f"must be 1..64 connections, got {transfers}")
+    conf = (f"[swift]\ntype = swift\nuser = {target.user}\nkey = {target.key}\n"
+            f"auth = {target.auth_url}\n")  # fmt: skip
+    shell.run(
+        f"mkdir -p {Path(RCLONE_CONF).parent} {MOUNT_POINT} && cat > {RCLONE_CONF}", stdin=conf.encode()
+    )
+    shell.run(f"rclone mkdir swift:{shlex.quote(container)}", timeout=60)
+    flags = (f"--vfs-cache-mode {vfs_cache_mode} --transfers {transfers} --checkers {transfers} "
+             "--log-file /root/rclone.log --log-level INFO")  # fmt: skip
+    # setsid and no inherited descriptors: the daemon would otherwise hold the ssh session open.
+    shell.run(f"setsid rclone mount swift:{shlex.quote(container)} {MOUNT_POINT} --daemon {flags} "
+              "</dev/null >/dev/null 2>&1", timeout=60)  # fmt: skip
+    deadline = time.monotonic() + timeout_s
+    while not mounted(shell):
+        if time.monotonic() > deadline:
+            log = shell.run("tail -5 /root/rclone.log", timeout=30, check=False).stdout.strip()
+            raise GuestCommandError(
+                f"rclone mount of {target.endpoint} did not appear within {timeout_s:g} s: {log}"
+            )
+        time.sleep(0.5)
+    version = shell.run("rclone version | head -1", timeout=30).stdout.strip()
+    return {"target": "swift", "client": version, "container": container, "transfers": transfers,
+            "vfs_cache_mode": vfs_cache_mode, **mounted(shell)}  # fmt: skip
 
 
 def unmount(shell: GuestShell) -> None:

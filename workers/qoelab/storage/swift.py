@@ -1,5 +1,8 @@
 """The Swift target: a single-node Swift all-in-one from Debian's packages (one replica, tempauth).
 
+The proxy's pipeline is SAIO's (``bulk`` included: rclone deletes through bulk-delete, which
+answers 405 without it).
+
 memcached (tempauth keeps its tokens there), the account, container and object servers and the
 proxy run in the server namespace, each in one process (``workers = 0``) under Debian's
 ``/usr/bin/python3`` (Swift is a system package, not in the project's venv), with ``-v`` so their
@@ -86,7 +89,8 @@ log_name = proxy-server
 log_level = INFO
 
 [pipeline:main]
-pipeline = catch_errors gatekeeper healthcheck proxy-logging cache tempauth proxy-logging proxy-server
+pipeline = catch_errors gatekeeper healthcheck proxy-logging cache listing_formats bulk tempauth copy \
+dlo slo proxy-logging proxy-server
 
 [app:proxy-server]
 use = egg:swift#proxy
@@ -111,6 +115,21 @@ use = egg:swift#healthcheck
 
 [filter:proxy-logging]
 use = egg:swift#proxy_logging
+
+[filter:listing_formats]
+use = egg:swift#listing_formats
+
+[filter:bulk]
+use = egg:swift#bulk
+
+[filter:copy]
+use = egg:swift#copy
+
+[filter:dlo]
+use = egg:swift#dlo
+
+[filter:slo]
+use = egg:swift#slo
 """
 
 
