@@ -207,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     from qoelab.apt import cli as apt_cli
     from qoelab.emulation import cli as emulation_cli
     from qoelab.rd import analyze_cli, bench_cli
+    from qoelab.storage import cli as storage_cli
     from qoelab.thinclient import cli as thinclient_cli
     from qoelab.vose import cli as vose_cli
 
@@ -216,6 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     apt_cli.register(sub)
     vose_cli.register(sub)
     thinclient_cli.register(sub)
+    storage_cli.register(sub)
     return p
 
 

@@ -1,0 +1,124 @@
+"""``qoelab storage bench``: one storage benchmark run on this host (thesis 001), a line per round.
+
+The link is the thesis' (an RTT applied as RTT/2 each way, loss and jitter on both directions:
+``scenarios``) with its TCP (CUBIC, 16 MiB buffer ceilings, ``tcp_no_metrics_save``; Fig. 3.2) in
+the namespaces and the client guest. ``--scenario`` takes a named row of the thesis' tables instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from qoelab.errors import ParameterError
+
+EPILOG = """\
+families: metadata (n x mkdir, touch, one ls, unlink, rmdir; notes/seed-storage-bench.md §3.6).
+The client is the lab's QEMU guest (make vm-image); the targets run in the server namespace:
+nfs-ganesha (NFSv4), tgt (iSCSI, ext4 in the guest) and a Swift all-in-one (rclone mount).
+
+examples:
+  qoelab storage bench --target nfs --family metadata --rtt 50ms
+  qoelab storage bench --target swift --family metadata --scenario realistic --n 1,10 --json
+"""
+THESIS_BUFFER = 16 << 20  # Fig. 3.2: tcp_rmem / tcp_wmem maximum 16 MiB
+
+
+def register(subparsers: Any) -> None:
+    st = subparsers.add_parser("storage", help="storage benchmarking of thesis 001 (NFS, iSCSI, Swift)")
+    sub = st.add_subparsers(dest="storage_command", metavar="COMMAND", required=True)
+    b = sub.add_parser(
+        "bench",
+        help="one benchmark run: a target across the emulated link, the client in the guest",
+        description="Run one storage benchmark here (needs root, the guest image and KVM or TCG).",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    b.add_argument("--target", required=True, help="nfs, iscsi or swift")
+    b.add_argument("--family", default="metadata", help="what to run (default metadata)")
+    b.add_argument("--scenario", help="ideal, latency, loss or realistic (the thesis' rows)")
+    b.add_argument("--rate", default="100mbit", help="link rate (default 100mbit)")
+    b.add_argument("--rtt", default="0ms", help="round-trip time, applied as RTT/2 each way")
+    b.add_argument("--loss", default="0%", help="random loss on each direction")
+    b.add_argument("--jitter", default="0ms", help="normal jitter (sigma) on each direction")
+    b.add_argument("--n", default="1,10,100", help="metadata: operations per kind, comma-separated")
+    b.add_argument("--scheduler", default="mq-deadline", help="iSCSI: the guest's scheduler (bfq for CFQ)")
+    b.add_argument("--json", action="store_true", help="print the result as JSON")
+    b.set_defaults(func=cmd_bench)
+
+
+def link_params(args: argparse.Namespace) -> dict[str, Any]:
+    """The link of ``--scenario`` or of ``--rtt/--loss/--jitter``, in the thesis' convention."""
+    from qoelab.storage.scenarios import Scenario, scenario
+    from qoelab.units import parse_duration, parse_percent
+
+    if args.scenario:
+        return scenario(args.scenario).link_params(args.rate)
+    try:
+        rtt = parse_duration(args.rtt) * 1e3
+        loss = parse_percent(args.loss)
+        jitter = parse_duration(args.jitter) * 1e3
+    except ValueError as err:
+        raise ParameterError("--rtt/--loss/--jitter", str(err)) from None
+    params = Scenario("custom", "custom", rtt, loss, jitter).link_params("100mbit")
+    params["rate"] = args.rate
+    return params
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from qoelab.emulation.profile import LinkProfile
+    from qoelab.emulation.tcp import TcpSettings
+    from qoelab.storage.trial import StorageRun, run_storage
+
+    try:
+        counts = tuple(int(x) for x in args.n.split(","))
+    except ValueError:
+        raise ParameterError(
+            "--n", f"takes comma-separated counts such as 1,10,100, got {args.n!r}"
+        ) from None
+    tcp = TcpSettings(cc="cubic", rmem_max=THESIS_BUFFER, wmem_max=THESIS_BUFFER, no_metrics_save=True)
+    profile = LinkProfile.parse(**link_params(args), tcp=tcp)
+    run = StorageRun(target=args.target, family=args.family, profile=profile, meta_n=counts,
+                     scheduler=args.scheduler)  # fmt: skip
+    if os.geteuid() != 0:
+        print("qoelab storage bench: needs root (namespaces, the guest's tap, mounts)", file=sys.stderr)
+        return 2
+    rtt_ms = (profile.up.delay_s + profile.down.delay_s) * 1e3
+
+    def on_row(row: dict[str, Any]) -> None:
+        if not args.json:
+            kb = "—" if row["bytes"] is None else f"{row['bytes'] / 1e3:.1f} kB"
+            print(
+                f"n={row['n']:<5} {row['op']:<6} {row['seconds']:8.3f} s  {row['per_op_ms']:8.1f} ms/op  "
+                f"{row['packets'] if row['packets'] is not None else '—':>6} packets  {kb}",
+                flush=True,
+            )
+
+    workdir = Path(tempfile.mkdtemp(prefix="qoelab-storage-run-"))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind through the teardown
+    try:
+        # Not "ql": a worker starting on this host cleans every ql* trial it finds.
+        out = run_storage(run, "qsb" + secrets.token_hex(3), workdir, on_row=on_row)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        ops = [
+            {k: r[k] for k in ("op", "n", "seconds", "per_op_ms", "packets", "bytes", "failed")}
+            for r in out.ops
+        ]
+        print(json.dumps({"target": args.target, "rtt_ms": rtt_ms, "ops": ops, "mount": out.mount,
+                          "guest": out.guest, "target_config": out.target}, default=str))  # fmt: skip
+    else:
+        print(
+            f"{args.target} at RTT {rtt_ms:g} ms; client: {out.guest.get('accel')} guest, "
+            f"kernel {out.guest.get('kernel')}; mount {out.mount.get('fstype')} {out.mount.get('options')}"
+        )
+    return 0
