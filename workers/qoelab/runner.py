@@ -76,9 +76,9 @@ def cleanup_prefix(prefix: str) -> list[str]:
     """Remove what trials left under ``prefix``: remote-desktop processes, session files, guests and
     their overlays first (they run inside the namespaces), then namespaces, links, emulators and
     storage targets' processes, then the targets' files and VOSE's CPU quotas."""
-    from qoelab.apt.targets import cleanup_leftovers as cleanup_storage
     from qoelab.emulation.cleanup import cleanup_leftovers as cleanup_link
     from qoelab.rd.cleanup import cleanup_leftovers as cleanup_rd
+    from qoelab.storage.targets import cleanup_leftovers as cleanup_storage  # APT's targets too
     from qoelab.vm.guest import cleanup_leftovers as cleanup_vm
     from qoelab.vose.quota import remove_leftover_quotas
 

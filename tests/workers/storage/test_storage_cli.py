@@ -59,3 +59,46 @@ def test_a_metadata_run_ties_operation_times_to_the_rtt() -> None:
         data["mount"]["fstype"] == "nfs4"
         and data["guest"]["tcp"]["sysctl"]["tcp_congestion_control"] == "cubic"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.netns
+def test_a_killed_run_leaves_nothing_after_cleanup() -> None:
+    """SIGKILL while the guest boots: the worker's cleanup by prefix removes the guest, the targets'
+    servers and mounts, the namespaces and the ssh sockets."""
+    import signal
+    import tempfile
+    import time
+    from pathlib import Path
+
+    from qoelab.emulation.cleanup import leftovers
+    from qoelab.runner import cleanup_prefix
+    from qoelab.storage.targets import find_servers
+    from qoelab.vm.guest import find_qemu_processes
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (namespaces, the guest's tap)")
+    try:
+        load_image()
+    except MissingImageError as err:
+        pytest.skip(f"no guest image: run make vm-image ({err})")
+    before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
+    argv = [sys.executable, "-m", "qoelab.cli", "storage", "bench", "--target", "nfs", "--rtt", "10ms"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prefix = ""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        new = sorted(n for n in set(os.listdir("/run/netns")) - before if n.startswith("qsb"))
+        if new and find_qemu_processes(new[0][:-1]):
+            prefix = new[0][:-1]  # the namespaces are <prefix>c and <prefix>s
+            break
+        time.sleep(0.2)
+    assert prefix, "the run never reached the guest's boot"
+    assert find_servers(prefix), "ganesha should be serving by then"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    cleanup_prefix(prefix)
+    assert not find_qemu_processes(prefix) and not find_servers(prefix)
+    assert not any(leftovers(prefix).values()), leftovers(prefix)
+    assert not list(Path(tempfile.gettempdir()).glob(f"qssh-{prefix}*"))
+    assert not [m for m in Path("/proc/mounts").read_text().splitlines() if prefix in m]

@@ -14,6 +14,7 @@ The thesis' iSCSI target (notes §1.5) had 1024-byte logical blocks, MaxRecvData
 from __future__ import annotations
 
 import contextlib
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,6 +188,10 @@ def cleanup_leftovers(prefix: str, roots: tuple[Path, ...] = ()) -> list[str]:
         if unmount(point):
             removed.append(f"mount {point}")
     removed += apt_targets.cleanup_leftovers(prefix)
+    for path in Path(tempfile.gettempdir()).glob(f"qssh-{prefix}*"):  # the guest shell's ssh sockets
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(str(path))
     for root in {Path(tempfile.gettempdir()), *map(Path, roots)}:
         for kind in (*KINDS, "iscsi"):
             for path in root.glob(f"qoelab-{prefix}*-{kind}-*"):
