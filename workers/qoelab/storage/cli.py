@@ -21,13 +21,16 @@ from typing import Any
 from qoelab.errors import ParameterError
 
 EPILOG = """\
-families: metadata (n x mkdir, touch, one ls, unlink, rmdir; notes/seed-storage-bench.md §3.6).
+families: metadata (n x mkdir, touch, one ls, unlink, rmdir; notes/seed-storage-bench.md §3.6);
+batch (whole-file reads or writes of a file set by a pool of threads, one round per thread count,
+the server reheated over the unimpaired link before each read round; §3.3-§3.5).
 The client is the lab's QEMU guest (make vm-image); the targets run in the server namespace:
 nfs-ganesha (NFSv4), tgt (iSCSI, ext4 in the guest) and a Swift all-in-one (rclone mount).
 
 examples:
   qoelab storage bench --target nfs --family metadata --rtt 50ms
   qoelab storage bench --target swift --family metadata --scenario realistic --n 1,10 --json
+  qoelab storage bench --target iscsi --family batch --op read --form sync --file-size 1mb --threads 1,8,32
 """
 THESIS_BUFFER = 16 << 20  # Fig. 3.2: tcp_rmem / tcp_wmem maximum 16 MiB
 
@@ -51,6 +54,12 @@ def register(subparsers: Any) -> None:
     b.add_argument("--jitter", default="0ms", help="normal jitter (sigma) on each direction")
     b.add_argument("--n", default="1,10,100", help="metadata: operations per kind, comma-separated")
     b.add_argument("--scheduler", default="mq-deadline", help="iSCSI: the guest's scheduler (bfq for CFQ)")
+    b.add_argument("--op", default="read", help="batch: read or write")
+    b.add_argument("--form", help="batch: direct or sync (NFS, iSCSI; default direct), default (Swift)")
+    b.add_argument("--file-size", default="1mb", help="batch: bytes per file = access unit (default 1mb)")
+    b.add_argument("--set-size", default="64mb", help="batch: the file set (thesis: 2gb; default 64mb)")
+    b.add_argument("--threads", default="1,4,16", help="batch: thread counts, one round each")
+    b.add_argument("--limit", default="90s", help="batch: per-round time limit (default 90s)")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -62,12 +71,9 @@ def link_params(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.scenario:
         return scenario(args.scenario).link_params(args.rate)
-    try:
-        rtt = parse_duration(args.rtt) * 1e3
-        loss = parse_percent(args.loss)
-        jitter = parse_duration(args.jitter) * 1e3
-    except ValueError as err:
-        raise ParameterError("--rtt/--loss/--jitter", str(err)) from None
+    rtt = parse_duration(args.rtt, "--rtt") * 1e3
+    loss = parse_percent(args.loss, "--loss")
+    jitter = parse_duration(args.jitter, "--jitter") * 1e3
     params = Scenario("custom", "custom", rtt, loss, jitter).link_params("100mbit")
     params["rate"] = args.rate
     return params
@@ -77,24 +83,33 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from qoelab.emulation.profile import LinkProfile
     from qoelab.emulation.tcp import TcpSettings
     from qoelab.storage.trial import StorageRun, run_storage
+    from qoelab.units import parse_bytes, parse_duration
 
-    try:
-        counts = tuple(int(x) for x in args.n.split(","))
-    except ValueError:
-        raise ParameterError(
-            "--n", f"takes comma-separated counts such as 1,10,100, got {args.n!r}"
-        ) from None
+    counts, threads = _counts("--n", args.n), _counts("--threads", args.threads)
+    file_size, set_size = parse_bytes(args.file_size, "--file-size"), parse_bytes(args.set_size, "--set-size")
+    limit_s = parse_duration(args.limit, "--limit")
+    form = args.form or ("default" if args.target == "swift" else "direct")
     tcp = TcpSettings(cc="cubic", rmem_max=THESIS_BUFFER, wmem_max=THESIS_BUFFER, no_metrics_save=True)
     profile = LinkProfile.parse(**link_params(args), tcp=tcp)
     run = StorageRun(target=args.target, family=args.family, profile=profile, meta_n=counts,
-                     scheduler=args.scheduler)  # fmt: skip
+                     scheduler=args.scheduler, op=args.op, form=form, file_size=file_size,
+                     set_bytes=set_size, threads=threads, limit_s=limit_s)  # fmt: skip
     if os.geteuid() != 0:
         print("qoelab storage bench: needs root (namespaces, the guest's tap, mounts)", file=sys.stderr)
         return 2
     rtt_ms = (profile.up.delay_s + profile.down.delay_s) * 1e3
 
     def on_row(row: dict[str, Any]) -> None:
-        if not args.json:
+        if not args.json and row.get("family") == "batch":
+            amp = "—" if row["amplification"] is None else f"{row['amplification']:.2f}"
+            limit = ", time limit hit" if row["time_limit_hit"] else ""
+            print(
+                f"threads={row['threads']:<3} {row['op']} {row['form']} {row['files']} x {row['file_size']}: "
+                f"{row['mib_s']:8.2f} MiB/s  {row['serviced']} done, {row['failed']} failed{limit}; "
+                f"amplification {amp}",
+                flush=True,
+            )
+        elif not args.json:
             kb = "—" if row["bytes"] is None else f"{row['bytes'] / 1e3:.1f} kB"
             print(
                 f"n={row['n']:<5} {row['op']:<6} {row['seconds']:8.3f} s  {row['per_op_ms']:8.1f} ms/op  "
@@ -114,11 +129,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
             {k: r[k] for k in ("op", "n", "seconds", "per_op_ms", "packets", "bytes", "failed")}
             for r in out.ops
         ]
-        print(json.dumps({"target": args.target, "rtt_ms": rtt_ms, "ops": ops, "mount": out.mount,
-                          "guest": out.guest, "target_config": out.target}, default=str))  # fmt: skip
+        result = {"target": args.target, "rtt_ms": rtt_ms, "ops": ops, "rounds": out.rounds, "link": out.link,
+                  "mount": out.mount, "guest": out.guest, "target_config": out.target}  # fmt: skip
+        print(json.dumps(result, default=str))
     else:
         print(
             f"{args.target} at RTT {rtt_ms:g} ms; client: {out.guest.get('accel')} guest, "
             f"kernel {out.guest.get('kernel')}; mount {out.mount.get('fstype')} {out.mount.get('options')}"
         )
     return 0
+
+
+def _counts(option: str, text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise ParameterError(option, f"takes comma-separated counts such as 1,10,100, got {text!r}") from None

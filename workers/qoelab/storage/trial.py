@@ -7,6 +7,15 @@ for each n, a fresh directory, then n × mkdir, n × touch, one ls, n × unlink,
 ``sync`` closing each kind and the client's cache dropped between kinds; per kind the completion
 time and the packets and bytes the link carried in both directions, read from the emulator's
 counters at the tool's phase markers (as the thesis read them from a capture at the link).
+
+The ``batch`` family (notes §3.3-§3.5, Ch. 4): a file set of ``set_bytes`` in files of ``file_size``
+(access unit = file size), one round per thread count, each with the client's cache dropped and a
+``limit_s`` time limit. Reads use a read set made beforehand; before each read round the server's
+cache is reheated by reading the set with 32 threads over the unimpaired link (the thesis switched
+its emulator off for that). Writes delete the previous round's files first (NFS, iSCSI) or
+overwrite them (Swift). The warm-up of a new target (100 × 1 MiB written, read, deleted) also runs
+unimpaired. Amplification = bytes on the link in both directions during the round / bytes the
+application moved (for a batch the thesis divides line rate by throughput: the same ratio).
 """
 
 from __future__ import annotations
@@ -33,7 +42,9 @@ log = logging.getLogger("qoelab.storage")
 
 Target = Literal["nfs", "iscsi", "swift"]
 TARGETS: tuple[str, ...] = ("nfs", "iscsi", "swift")
-FAMILIES: tuple[str, ...] = ("metadata",)
+FAMILIES: tuple[str, ...] = ("metadata", "batch")
+FORMS: tuple[str, ...] = ("direct", "sync", "default")
+REHEAT_THREADS = 32  # [repo] the author's reheat read the set with 32 threads
 GUEST_TOOL = "/usr/local/bin/storage-iobench"
 META_N = (1, 10, 100, 1000)  # notes §3.6
 
@@ -50,6 +61,13 @@ class StorageRun:
     nfs_version: str = "4.2"
     swift_transfers: int = 4  # rclone's concurrent connections (CloudFuse's were several)
     lun_bytes: int = 1 << 30
+    op: str = "read"  # batch
+    form: str = "direct"  # batch: direct or sync for NFS/iSCSI; Swift only has default (notes §3.2)
+    file_size: int = 1 << 20
+    set_bytes: int = 64 << 20  # the thesis: 2 GiB (notes §3.4); smaller here so a sweep fits this host
+    threads: tuple[int, ...] = (1, 4, 16)
+    limit_s: float = 90.0
+    warmup: bool = True
     accel: str = "auto"
     memory_mb: int = 1536
 
@@ -61,11 +79,26 @@ class StorageRun:
                                  f"built yet), got {self.family!r}")  # fmt: skip
         if not self.meta_n or any(not 1 <= n <= 10_000 for n in self.meta_n):
             raise ParameterError("meta_n", f"each n must be 1..10000, got {list(self.meta_n)}")
+        if self.op not in ("read", "write"):
+            raise ParameterError("op", f"must be read or write, got {self.op!r}")
+        if self.form not in FORMS:
+            raise ParameterError("form", f"must be one of {', '.join(FORMS)}, got {self.form!r}")
+        if self.target == "swift" and self.form != "default":
+            raise ParameterError("form", "Swift through a FUSE client has only the default form (notes §3.2)")
+        if not 512 <= self.file_size <= 1 << 30 or (self.form == "direct" and self.file_size % 512):
+            raise ParameterError(
+                "file_size", f"must be 512 B..1 GiB (a multiple of 512 for direct), got {self.file_size}"
+            )
+        if not self.file_size <= self.set_bytes <= 16 << 30:
+            raise ParameterError("set_bytes", f"must be file_size..16 GiB, got {self.set_bytes}")
+        if not self.threads or any(not 1 <= t <= 64 for t in self.threads):
+            raise ParameterError("threads", f"each count must be 1..64, got {list(self.threads)}")
 
 
 @dataclass
 class StorageOutput:
     ops: list[dict[str, Any]] = field(default_factory=list)  # metadata: one row per (n, kind)
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # batch: one row per thread count
     mount: dict[str, Any] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
     guest: dict[str, Any] = field(default_factory=dict)
@@ -133,6 +166,60 @@ def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink,
     return rows
 
 
+def _micro(client: StorageGuest, spec: iobench.MicroSpec, on_line: Any = None) -> iobench.MicroResult:
+    return iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
+                         timeout=spec.limit_s + 900)  # fmt: skip
+
+
+def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink,
+          on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One round per thread count on a file set of ``set_bytes``; a row per round."""
+    files = max(1, run.set_bytes // run.file_size)
+    where = f"{mounts.MOUNT_POINT}/batch-{run.file_size}"
+    write_mode = "overwrite" if run.target == "swift" else "delete"
+    reheat_form = "default" if run.target == "swift" else "direct"
+    calm = link.profile.unimpaired()
+    with link.switched(calm, "warm-up and read set"):
+        if run.warmup:
+            warm = f"{mounts.MOUNT_POINT}/warmup"
+            iobench.prepare(iobench.PrepareSpec(dir=warm, size=1 << 20, files=100, threads=4),
+                            prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=900)  # fmt: skip
+            _micro(client, iobench.MicroSpec(dir=warm, op="read", size=1 << 20, files=100, form="sync"))
+            client.shell.run(f"rm -rf {warm}", timeout=600)
+        if run.op == "read":
+            iobench.prepare(iobench.PrepareSpec(dir=where, size=run.file_size, files=files),
+                            prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=3600)  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for threads in run.threads:
+        if run.op == "read":
+            with link.switched(calm, f"reheat before {threads} threads"):
+                _micro(client, iobench.MicroSpec(dir=where, op="read", size=run.file_size, files=files,
+                                                 threads=REHEAT_THREADS, form=reheat_form))  # fmt: skip
+        marks: dict[str, tuple[int, int]] = {}
+
+        def on_line(ev: dict[str, Any], marks: dict[str, tuple[int, int]] = marks) -> None:
+            if ev.get("event") == "start":
+                marks["start"] = _counters(link)
+
+        spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=files, threads=threads,
+                                 form=run.form, limit_s=run.limit_s, write_mode=write_mode,
+                                 drop_caches=True)  # fmt: skip
+        res = _micro(client, spec, on_line)
+        end = _counters(link)
+        start = marks.get("start", end)
+        link_bytes = end[1] - start[1]
+        row = {"family": "batch", "op": run.op, "form": run.form, "file_size": run.file_size, "files": files,
+               "threads": threads, "mib_s": res.mib_s, "serviced": res.serviced, "failed": res.failed,
+               "time_limit_hit": res.time_limit_hit, "seconds": res.internal_s, "bytes": res.bytes,
+               "link_bytes": link_bytes, "link_packets": end[0] - start[0],
+               "amplification": link_bytes / res.bytes if res.bytes else None,
+               "first_error": res.first_error}  # fmt: skip
+        rows.append(row)
+        if on_row:
+            on_row(row)
+    return rows
+
+
 def run_storage(run: StorageRun, prefix: str, workdir: Path,
                 on_row: Callable[[dict[str, Any]], None] | None = None) -> StorageOutput:  # fmt: skip
     """Build everything, run the family, tear everything down (also when it fails)."""
@@ -149,7 +236,10 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
             out.mount = _mount(run, client, target, link)
             out.guest = client.provenance()
             try:
-                out.ops = metadata(run, client, link, on_row)
+                if run.family == "metadata":
+                    out.ops = metadata(run, client, link, on_row)
+                else:
+                    out.rounds = batch(run, client, link, on_row)
             finally:
                 mounts.unmount(client.shell)
             out.link = {**link.describe(), "profile": run.profile.summary()}
