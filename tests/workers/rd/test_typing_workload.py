@@ -184,8 +184,13 @@ def _check_echoes(result, ctx) -> dict:
     for v in echoed:
         # An echo is a small update: a glyph, well under a page, answered in about one RTT (20 ms here).
         assert v["T_ms"] > 0 and 0 < v["bytes_down"] < 5000, v
-        assert v["echo_ms"] is not None and 15 < v["echo_ms"] < 250, v
+        assert v["echo_ms"] is not None and 0 < v["echo_ms"] < 250, v
         assert v["pixel_ms"] is not None and v["pixel_ms"] > 0
+    # echo_ms is the first server payload after the key's packet: a server message already on its way
+    # (SPICE's cursor or display channel, seen once in a CI run at 11.8 ms) can come first, so one key
+    # may read under the RTT; the keys' median cannot.
+    early = [v["echo_ms"] for v in echoed if v["echo_ms"] <= 15]
+    assert len(early) <= 1, early
     assert 15 < result.summary["echo_ms_median"] < 100
     assert result.summary["n"] == KEYS
     assert ("typing.json", "json") in {(a.path.name, a.kind) for a in ctx.artifacts}
