@@ -258,6 +258,31 @@ def _plan_stream(preset: presets.Preset, size: presets.Size) -> tuple[float, str
     return total, f"{overhead:.0f} s per trial besides its stream ({source})"
 
 
+DEFAULT_STORAGE_TRIAL_S = 150.0  # a guest boot (~35 s under TCG), a target, a short family
+
+
+def _plan_storage(preset: presets.Preset, size: presets.Size) -> tuple[float, str]:
+    """storage_bench: the median wall time of this lab's own trials of the same family (a guest boot
+    and a target dominate short runs), or a default before there is one."""
+    rows = list(
+        Trial.objects.filter(sweep__job_type=preset.job_type, status=TrialStatus.SUCCEEDED,
+                             started_at__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at").values("resolved", "started_at", "finished_at")[:MAX_PAST_TRIALS]
+    )  # fmt: skip
+    by_family: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        by_family[(r["resolved"] or {}).get("family", "")].append(
+            (r["finished_at"] - r["started_at"]).total_seconds()
+        )
+    reps = preset.repetitions[size]
+    total = 0.0
+    for point in _points(preset, size):
+        past = by_family.get(str(point.get("family", "metadata")))
+        total += (statistics.median(past) if past else DEFAULT_STORAGE_TRIAL_S) * reps
+    source = f"from {len(rows)} such trials here" if rows else "a default: no such trial here yet"
+    return total, f"the median trial of each family ({source}; {DEFAULT_STORAGE_TRIAL_S:.0f} s without one)"
+
+
 def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | None = None) -> dict[str, Any]:
     """Trials (or conditions), the estimated wall time and what the estimate rests on."""
     if preset.kind == "campaign":
@@ -275,10 +300,10 @@ def plan(preset: presets.Preset, size: presets.Size, past: list[PastTrial] | Non
         }
     slots, live = worker_slots(preset.job_type)
     slot_text = f"{slots} live worker slot(s)" if live else "one slot (no worker is live now)"
-    if preset.job_type in ("storage_apt", "vose", "thinclient_tcp"):
-        total, basis = (
-            _plan_apt(preset, size) if preset.job_type == "storage_apt" else _plan_stream(preset, size)
-        )
+    if preset.job_type in ("storage_apt", "vose", "thinclient_tcp", "storage_bench"):
+        planners = {"storage_apt": _plan_apt, "storage_bench": _plan_storage}
+        planner = planners.get(preset.job_type, _plan_stream)
+        total, basis = planner(preset, size)
         return {"size": size, "units": preset.trial_count(size), "unit": "trials", "seconds": total / slots,
                 "per_evaluator": False, "basis": f"{basis}; {slot_text}"}  # fmt: skip
     past = past_trials() if past is None else past

@@ -177,3 +177,19 @@ def test_one_click_starts_the_e7_sweep_and_its_page_checks_paper_002(browser):
         ("separate", "e7")}  # fmt: skip
     page = browser.get(resp["Location"]).content.decode()
     assert 'data-finding="separate_propagation"' in page
+
+
+def test_thesis_001_is_listed_and_its_realistic_sweep_starts_with_one_click(browser):
+    page = browser.get("/reproduce/").content.decode()
+    assert "Thesis 001: NFS, iSCSI and Swift" in page
+    for p in presets.SB001:
+        assert f'data-preset="{p.key}"' in page
+    plan = reproduce.plan(presets.get("sb001-realistic"), "quick")
+    assert plan["units"] == 3 * 4 and plan["seconds"] == 12 * reproduce.DEFAULT_STORAGE_TRIAL_S
+    assert "no such trial here yet" in plan["basis"]
+    resp = browser.post("/reproduce/sb001-realistic/start/", {"size": "quick"})
+    sweep = Sweep.objects.get()
+    assert resp.status_code == 302 and sweep.job_type == "storage_bench" and sweep.trial_count == 12
+    resolved = {(t.resolved["target"], t.resolved["rtt"], t.resolved["loss"], t.resolved["jitter"])
+                for t in sweep.trials.all()}  # fmt: skip
+    assert resolved == {(target, 0.05, 0.1, 0.01) for target in ("nfs", "iscsi", "swift")}

@@ -233,6 +233,39 @@ def _storage_caps(reasons: dict[str, str]) -> dict[str, bool]:
     return caps
 
 
+def _storage_bench_caps(reasons: dict[str, str], vm_ok: bool) -> dict[str, bool]:
+    """Storage benchmark (thesis 001): the client guest (a VM with root's key and the benchmark tool)
+    and each target's servers. Without a guest the job type cannot run here: nothing is advertised."""
+    from qoelab.storage.iobench import NOT_BUILT, binary
+    from qoelab.vm.image import load_image
+
+    caps: dict[str, bool] = {}
+    why = ""
+    if not vm_ok:
+        why = "no QEMU guest can run here (see vm)"
+    elif not os.access(binary(), os.X_OK):
+        why = NOT_BUILT
+    else:
+        try:
+            if not (load_image().directory / "root-key").is_file():
+                why = "the guest image has no root key: rebuild it with 'make vm-image'"
+        except Exception as err:  # an unreadable image is a reason, not a crash of the heartbeat
+            why = f"the guest image cannot be read: {err}"
+    caps["storage.guest"] = not why
+    if why:
+        reasons["storage.guest"] = why
+    for cap, programs, package in (
+        ("storage.nfs", ("ganesha.nfsd",), "nfs-ganesha"),
+        ("storage.iscsi", ("tgtd", "tgtadm"), "tgt"),
+        ("storage.swift", ("swift-proxy-server", "swift-object-server", "memcached"), "swift-proxy"),
+    ):
+        missing = [p for p in programs if not (shutil.which(p) or Path("/usr/sbin", p).exists())]
+        caps[cap] = not missing
+        if missing:
+            reasons[cap] = f"{' and '.join(missing)} not installed (Debian package '{package}' and its peers)"
+    return caps
+
+
 def _vose_caps(reasons: dict[str, str]) -> dict[str, bool]:
     """Offload emulation: the vose-pair helper and ethtool; the accelerated instructions a hardware
     run compares against (AES-NI, SHA-NI) as their own flags."""
@@ -293,6 +326,7 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
     if not caps["vm"]:
         reasons["vm"] = vm["image_note"] if not vm["image"] else "QEMU missing or neither KVM nor TCG allowed"
     caps.update(_storage_caps(reasons))
+    caps.update(_storage_bench_caps(reasons, caps["vm"]))
     caps.update(_vose_caps(reasons))
     caps.update(_thinclient_caps(reasons))
     for cap, (programs, package) in RD_TOOLS.items():

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from qoelab.findings import ch2, ch3, ch4, tc002
+from qoelab.findings import ch2, ch3, ch4, sb001, tc002
 from qoelab.findings.base import FAILS, HOLDS, INCONCLUSIVE, Check, Finding, Row, Stat, Verdict, mean_ci
 from qoelab.findings.markdown import render_markdown
 
@@ -20,18 +20,21 @@ REPORTS: dict[str, tuple[Check, ...]] = {
     "ch3": ch3.CHECKS,
     "ch4": ch4.CHECKS,
     "tc002": tc002.CHECKS,
+    "sb001": sb001.CHECKS,
 }
 REPORT_TITLES: dict[str, str] = {
     "ch2": "Thesis chapter 2 (§2.6): BDL-APT, parallel IP-SAN sessions tuned by APT",
     "ch3": "Thesis chapter 3 (§3.5-3.6): VOSE, offload engines emulated in software",
     "ch4": "Thesis chapter 4 (§4.6): remote-desktop protocols compared",
     "tc002": "Paper 002 (§3-§6): thin-client traffic over a shared bottleneck, on Linux TCP",
+    "sb001": "Thesis 001 (Ch. 4–6): NFS, iSCSI and Swift behind an emulated WAN",
 }
 JOB_REPORTS: dict[str, str] = {
     "rd_qoe": "ch4",
     "storage_apt": "ch2",
     "vose": "ch3",
     "thinclient_tcp": "tc002",
+    "storage_bench": "sb001",
 }
 
 __all__ = [

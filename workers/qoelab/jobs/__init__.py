@@ -24,7 +24,15 @@ def get(name: str) -> JobType:
 
 def _load() -> None:
     # Each job module calls register(...) at import time; add new job types to this import.
-    from qoelab.jobs import link_check, live_session, rd_qoe, storage_apt, thinclient_tcp, vose  # noqa: F401
+    from qoelab.jobs import (  # noqa: F401
+        link_check,
+        live_session,
+        rd_qoe,
+        storage_apt,
+        storage_bench,
+        thinclient_tcp,
+        vose,
+    )
 
 
 _load()

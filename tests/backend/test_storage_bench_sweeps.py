@@ -1,0 +1,94 @@
+"""storage_bench on the backend: bad parameters are a 400 naming the field and the bound, a family's
+foreign knobs are dropped (points that become equal run once), trials route by the target's
+capabilities, and the thesis' charts draw from the summaries."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.models import Sweep, Trial
+from results.services import ingest_result
+
+pytestmark = pytest.mark.django_db
+
+
+def spec(**over):
+    body = {
+        "experiment": {"name": "thesis 001"},
+        "job_type": "storage_bench",
+        "name": "realistic",
+        "grid": {"target": ["nfs", "iscsi", "swift"]},
+        "fixed": {"family": "batch", "threads": 4, "rtt": "50ms", "loss": "0.1%", "jitter": "10ms"},
+        "repetitions": 1,
+    }
+    body.update(over)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("fixed", "field", "words"),
+    [
+        ({"threads": 65}, "fixed.threads", ("64",)),
+        ({"family": "iozone"}, "fixed.family", ("metadata", "fileserver")),
+        ({"rtt": "30s"}, "fixed.rtt", ("s",)),
+        ({"delay": "25ms"}, "fixed.delay", ("rtt", "RTT/2")),
+        ({"file_size": "2mb", "set_size": "1mb"}, "fixed.set_size", ("file_size",)),
+        ({"meta_n": 0}, "fixed.meta_n", ("1",)),
+        ({"scheduler": "cfq"}, "fixed.scheduler", ("bfq", "mq-deadline")),
+        ({"limit": "0.5s"}, "fixed.limit", ("1",)),
+        ({"rate": "500kbit"}, "fixed.rate", ("1mbit",)),
+    ],
+)
+def test_a_bad_parameter_is_a_400_naming_it(alice, api_client_for, fixed, field, words) -> None:
+    body = spec()
+    body["fixed"] = {**body["fixed"], **fixed}
+    resp = api_client_for(alice).post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 400, resp.content
+    errors = {e["field"]: e["message"] for e in resp.json()["errors"]}
+    assert field in errors, errors
+    for w in words:
+        assert w in errors[field], (errors[field], w)
+    assert not Sweep.objects.exists() and not Trial.objects.exists()
+
+
+def test_swift_refuses_a_form_other_than_default(alice, api_client_for) -> None:
+    body = spec(grid={"target": ["swift"]})
+    body["fixed"]["form"] = "sync"
+    resp = api_client_for(alice).post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 400
+    assert "default" in {e["field"]: e["message"] for e in resp.json()["errors"]}["fixed.form"]
+
+
+def test_a_familys_foreign_knobs_are_dropped_and_equal_points_run_once(alice, api_client_for) -> None:
+    """scheduler applies to iSCSI only: swept beside the target, NFS and Swift run once each."""
+    body = spec(grid={"target": ["nfs", "iscsi", "swift"], "scheduler": ["mq-deadline", "bfq"]})
+    body["fixed"].update(meta_n=10)  # a metadata knob: dropped from a batch trial
+    resp = api_client_for(alice).post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 201, resp.content
+    trials = list(Sweep.objects.get(pk=resp.json()["id"]).trials.all())
+    assert sorted((t.params["target"], t.params.get("scheduler")) for t in trials) == [
+        ("iscsi", "bfq"), ("iscsi", "mq-deadline"), ("nfs", None), ("swift", None)]  # fmt: skip
+    assert all("meta_n" not in t.params for t in trials)
+    swift = next(t for t in trials if t.params["target"] == "swift")
+    assert {"storage.guest", "storage.swift", "userspace_link", "tcp_cc.cubic"} <= set(swift.requires)
+    assert "storage.nfs" not in swift.requires
+    # the thesis' convention and TCP (Fig. 3.2), resolved in SI units
+    assert swift.resolved["rtt"] == pytest.approx(0.05) and swift.resolved["tcp_rmem_max"] == 16 << 20
+
+
+def test_the_thesis_charts_draw_from_the_summaries(alice, api_client_for, client_for) -> None:
+    body = spec(grid={"target": ["nfs", "swift"], "threads": [1, 16]})
+    del body["fixed"]["threads"]
+    resp = api_client_for(alice).post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 201, resp.content
+    sweep = Sweep.objects.get(pk=resp.json()["id"])
+    for t in sweep.trials.all():
+        mib_s = (10.0 if t.params["target"] == "swift" else 1.0) * (2 if t.params["threads"] == 16 else 1)
+        ingest_result(t, {"summary": {"mib_s": mib_s, "amplification": 1.1}})
+        Trial.objects.filter(pk=t.pk).update(status="succeeded")
+    data = client_for(alice).get(f"/sweeps/{sweep.pk}/chart.json?preset=fig46").json()
+    panels = data.get("panels", [data])
+    got = {(s["label"], p["x"]): p["mean"] for panel in panels for s in panel["series"] for p in s["points"]}
+    assert len(got) == 4, data
+    swift = [v for (label, _), v in got.items() if "swift" in label]
+    assert sorted(swift) == [10.0, 20.0], got

@@ -1,0 +1,82 @@
+"""A realistic-network storage_bench sweep of the three targets through the real stack (issue 17,
+done when): a real ``qoelab worker`` boots the client guest per trial, NFS, iSCSI and Swift each
+serve one batch read round across 50 ms RTT, 0.1 % loss and ±10 ms jitter, and the dashboard
+draws Fig. 4.6 and runs the thesis' findings over the results. Short rounds (a 4 MiB set): the
+path, not the thesis' numbers (benchmarks/storage/). Skipped without the guest image."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from qoelab.storage import iobench
+from qoelab.vm.image import MissingImageError, load_image
+
+pytestmark = [pytest.mark.celery, pytest.mark.netns, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _guest_image() -> None:
+    try:
+        img = load_image()
+    except MissingImageError as err:
+        pytest.skip(f"no guest image: run make vm-image ({err})")
+    if not (img.directory / "root-key").is_file():
+        pytest.skip("the guest image predates the storage client (no root-key): run make vm-image")
+    if not iobench.binary().exists():
+        pytest.fail(iobench.NOT_BUILT)
+
+
+def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
+    lab_stack: Any, alice: Any
+) -> None:
+    from django.test import Client
+
+    api = lab_stack.api()
+    spec = {
+        "experiment": {"name": "thesis 001 realistic"},
+        "job_type": "storage_bench",
+        "name": "realistic, 4 threads",
+        "grid": {"target": ["nfs", "iscsi", "swift"]},
+        "fixed": {"family": "batch", "op": "read", "file_size": "256kb", "set_size": "4mb", "threads": 4,
+                  "limit": "60s", "rtt": "50ms", "loss": "0.1%", "jitter": "10ms"},
+        "repetitions": 1,
+    }  # fmt: skip
+    sweep = api.post("/api/sweeps/", spec, "creating the sweep")
+
+    def done() -> Any:
+        s = api.get(f"/api/sweeps/{sweep['id']}/")
+        return s if s["progress"]["total"] and s["progress"]["done"] == s["progress"]["total"] else None
+
+    finished = lab_stack.wait_for("the three trials to end", done, timeout=1500, every=2)
+    trials = {t["params"]["target"]: api.get(f"/api/trials/{t['id']}/")
+              for t in api.get_all("/api/trials/", sweep=sweep["id"])}  # fmt: skip
+    assert finished["progress"]["counts"]["succeeded"] == 3, (
+        {k: t["error"] for k, t in trials.items()},
+        lab_stack.worker.log_tail(),
+    )
+    for target, t in trials.items():
+        s = t["summary"]
+        assert s["mib_s"] > 0 and s["failed"] == 0, (target, s)
+        # 16 files of 256 KiB read whole; the link carried at least them, both directions counted
+        assert s["bytes"] == 16 * 256 * 1024 and s["amplification"] > 1.0, (target, s)
+        assert s["ceiling_mib_s"] > 0 and s["guest_bound"] in (0.0, 1.0)
+        link = t["link"]
+        assert link["profile"]["rtt_ms"] == pytest.approx(50.0) and link["profile"]["jitter_ms"] == 10.0
+        # the warm-up, the read set and the reheat ran with the emulator out of the way, and back
+        reasons = [sw["reason"] for sw in link["switches"]]
+        assert any("reheat" in r for r in reasons) and len(reasons) % 2 == 0, reasons
+        prov = t["provenance"]
+        assert prov["client"]["tcp"]["sysctl"]["tcp_congestion_control"] == "cubic", prov["client"]
+        assert prov["client"]["accel"] in ("kvm", "tcg")
+        assert prov["substitutions"], prov
+    assert trials["iscsi"]["provenance"]["mount"]["scheduler"] == "mq-deadline"
+
+    web = Client()
+    web.force_login(alice)
+    fig = web.get(f"/sweeps/{sweep['id']}/chart.json?preset=fig46").json()
+    labels = {s["label"] for panel in fig.get("panels", [fig]) for s in panel["series"]}
+    assert len(labels) == 3, fig
+    report = api.get(f"/api/sweeps/{sweep['id']}/findings/")
+    assert report["report"] == "sb001" and report["findings"], report

@@ -1,0 +1,366 @@
+"""Thesis 001's findings as checks: hand-built storage_bench results that hold, fail and stay undecided."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from qoelab.findings import JOB_REPORTS, REPORT_TITLES, REPORTS, applicable, evaluate, render_markdown
+from qoelab.findings.base import Finding
+from qoelab.findings.sb001_util import clean, net_row, series_label
+
+KIB, MIB = 1024, 1024 * 1024
+SPREAD = (-1.0, 0.0, 1.0)  # three repetitions around a mean
+KINDS = ("mkdir", "touch", "unlink", "rmdir")
+NAMES = [
+    "nfs_metadata_two_rtt",
+    "swift_metadata_rtt_plus_30ms",
+    "swift_metadata_ideal_slowest",
+    "iscsi_metadata_rtt_insensitive",
+    "iscsi_single_amplification",
+    "swift_saturates_lossy_wan",
+    "iscsi_lan_swift_wan",
+    "deadline_beats_bfq_50ms",
+    "postmark_order",
+    "varmail_order",
+    "fileserver_order",
+]
+LOSSY = {"rtt": 0.05, "loss": 0.1}
+ROWS = {
+    "ideal": {},
+    "+50 ms": {"rtt": 0.05},
+    "+0.1 % loss": LOSSY,
+    "realistic": {**LOSSY, "jitter": 0.01},
+}
+
+
+def runs(target: str, family: str, summary: dict[str, float], noise: float = 0.0,
+         spread: tuple[float, ...] = SPREAD, **params: Any) -> list[dict[str, Any]]:  # fmt: skip
+    """One row per repetition of one point: every summary value moved by ``off * noise``."""
+    base = {"target": target, "family": family, "rate": 1e8, "rtt": 0.0, "loss": 0.0, "jitter": 0.0}
+    if target == "iscsi":
+        base["scheduler"] = "mq-deadline"
+    return [
+        {
+            "params": {**base, **params, "repetition": i},
+            "summary": {k: v + off * noise for k, v in summary.items()},
+        }
+        for i, off in enumerate(spread)
+    ]
+
+
+def meta(target: str, per_op: Any, rtts: tuple[float, ...] = (0.0, 0.02, 0.05), **kw: Any) -> list[dict]:
+    """Metadata rows: ``per_op(rtt_ms)`` ms per operation for every kind, n = 1000."""
+    out = []
+    for r in rtts:
+        ms = per_op(r * 1e3)
+        summary = {f"{k}_ms_per_op": ms for k in KINDS} | {f"{k}_s": ms for k in KINDS}
+        out += runs(target, "metadata", summary, kw.pop("noise", 0.5), rtt=r, meta_n=1000, **kw)
+    return out
+
+
+def named(found: list[Finding], name: str) -> list[Finding]:
+    return [f for f in found if f.name == name]
+
+
+def one(rows: list[dict[str, Any]], name: str) -> Finding:
+    (f,) = named(evaluate("sb001", rows), name)
+    return f
+
+
+def test_storage_bench_results_are_read_by_the_sb001_report():
+    assert JOB_REPORTS["storage_bench"] == "sb001"
+    assert REPORT_TITLES["sb001"] == "Thesis 001 (Ch. 4–6): NFS, iSCSI and Swift behind an emulated WAN"
+    assert [c.name for c in REPORTS["sb001"]] == NAMES
+    assert all(c.figure for c in REPORTS["sb001"])
+
+
+def test_rows_are_cleaned_and_named():
+    p = clean({"target": "nfs", "family": "batch", "scheduler": "bfq", "form": None})
+    assert p == {"target": "nfs", "family": "batch", "form": "direct"}
+    assert "form" not in clean({"target": "swift", "family": "batch", "form": "default"})
+    assert series_label({"target": "iscsi", "form": "sync", "scheduler": "bfq"}) == "iSCSI (sync, bfq)"
+    assert [net_row({"rtt": 0.05, **v}) for v in ({}, {"loss": 0.1}, {"loss": 0.1, "jitter": 0.01})] == [
+        "+50 ms",
+        "+0.1 % loss",
+        "realistic",
+    ]
+    assert net_row({"rtt": 0.16}) is None and net_row({}) == "ideal"
+
+
+# ---- 1-3: metadata -----------------------------------------------------------------------------------
+
+
+def test_nfs_two_round_trips_per_operation():
+    f = one(meta("nfs", lambda ms: 2 * ms + 1), "nfs_metadata_two_rtt")
+    assert f.verdict == "holds", f.reason
+    assert "NFS mkdir: slope of ms per op over RTT 2 (CI" in f.reason and "within 1.5–3" in f.reason
+    f = one(meta("nfs", lambda ms: ms + 1), "nfs_metadata_two_rtt")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("below 1.5: NFS mkdir: slope of ms per op over RTT 1 (CI")
+    f = one(meta("nfs", lambda ms: 2 * ms + 1, rtts=(0.0,)), "nfs_metadata_two_rtt")
+    assert f.verdict == "inconclusive"
+    assert f.reason == "no NFS metadata trial with RTT > 0 (and no loss) at n = 1000"
+
+
+def test_nfs_two_round_trips_with_one_rtt_is_a_ratio_and_lossy_trials_are_left_out():
+    rows = meta("nfs", lambda ms: 2 * ms, rtts=(0.05,))
+    rows += meta("nfs", lambda ms: 9 * ms, rtts=(0.05,), loss=1.0)
+    f = one(rows, "nfs_metadata_two_rtt")
+    assert f.verdict == "holds", f.reason
+    assert "ms per op ÷ RTT 2" in f.reason and "one RTT only" in f.reason
+
+
+def test_swift_thirty_ms_plus_one_rtt():
+    f = one(meta("swift", lambda ms: ms + 30), "swift_metadata_rtt_plus_30ms")
+    assert f.verdict == "holds", f.reason
+    f = one(meta("swift", lambda ms: ms + 200), "swift_metadata_rtt_plus_30ms")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("above 90: Swift mkdir: ms per op − RTT 200")
+    f = one(meta("swift", lambda ms: ms + 30, spread=(0.0,)), "swift_metadata_rtt_plus_30ms")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith("n < 2 for Swift mkdir: ms per op − RTT (n = 1)")
+    untimed = [{**r, "summary": {"meta_n": 1000.0}} for r in meta("swift", lambda ms: ms + 30)]
+    f = one(untimed, "swift_metadata_rtt_plus_30ms")
+    assert (f.verdict, f.reason) == ("inconclusive", "no mkdir times at n = 1000 (and 3 more gaps)")
+
+
+def test_swift_an_order_of_magnitude_slower_on_the_ideal_network():
+    ideal = (0.0,)
+    nfs, iscsi = (
+        meta("nfs", lambda ms: 1.0, ideal, noise=0.1),
+        meta("iscsi", lambda ms: 1.2, ideal, noise=0.1),
+    )
+    f = one(nfs + iscsi + meta("swift", lambda ms: 30.0, ideal), "swift_metadata_ideal_slowest")
+    assert f.verdict == "holds", f.reason
+    assert f.reason.startswith("all 8 comparisons agree, e.g. 5 × NFS is lower: 5 × NFS 5 vs Swift 30")
+    f = one(nfs + meta("swift", lambda ms: 2.0, ideal, noise=0.1), "swift_metadata_ideal_slowest")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("Swift is lower: 5 × NFS 5 vs Swift 2")
+    f = one(meta("swift", lambda ms: 30.0, ideal), "swift_metadata_ideal_slowest")
+    assert (f.verdict, f.reason) == (
+        "inconclusive",
+        "no NFS or iSCSI metadata trials at ideal network, n = 1000",
+    )
+
+
+def test_iscsi_metadata_barely_depends_on_rtt():
+    nfs, swift = meta("nfs", lambda ms: 2 * ms + 1), meta("swift", lambda ms: ms + 30)
+    f = one(nfs + swift + meta("iscsi", lambda ms: 0.02 * ms + 2), "iscsi_metadata_rtt_insensitive")
+    assert f.verdict == "holds", f.reason
+    f = one(nfs + meta("iscsi", lambda ms: 2 * ms + 2), "iscsi_metadata_rtt_insensitive")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("above 0.5: iSCSI (mq-deadline) mkdir: RTTs per op (slope) 2")
+    f = one(nfs + meta("iscsi", lambda ms: 2.0, rtts=(0.0,)), "iscsi_metadata_rtt_insensitive")
+    assert f.verdict == "inconclusive"
+    assert f.reason == "iSCSI metadata trials at one RTT only at n = 1000, no loss: a slope needs two"
+
+
+# ---- 4: amplification --------------------------------------------------------------------------------
+
+
+def single(op: str, fsize: int, amp: float, **kw: Any) -> list[dict[str, Any]]:
+    summary = {"amplification": amp, "mib_s": 1.0, "bytes": float(fsize)}
+    return runs("iscsi", "single", summary, kw.pop("noise", 0.5), op=op, form="direct", file_size=fsize, **kw)
+
+
+def test_iscsi_single_file_amplification():
+    rows = (
+        single("read", 4 * KIB, 38.0)
+        + single("write", 4 * KIB, 52.0)
+        + single("read", 64 * KIB, 3.3, noise=0.02)
+    )
+    rows += single("read", 16 * MIB, 1.07)  # above 256 KiB: left out (header bytes would decide it)
+    f = one(rows, "iscsi_single_amplification")
+    assert f.verdict == "holds", f.reason
+    assert "amplification 38 (the thesis: (148 + 4)/4 = 38)" in f.reason
+    assert not any("16 MiB" in r.condition for r in f.rows)
+    f = one(single("read", 4 * KIB, 3.0), "iscsi_single_amplification")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("below 74: iSCSI (direct, mq-deadline) overhead (KiB) 8")
+    f = one(single("write", 4 * KIB, 52.0, spread=(0.0,)), "iscsi_single_amplification")
+    assert f.verdict == "inconclusive" and "n < 2" in f.reason
+    unmeasured = [{**r, "summary": {"mib_s": 1.0}} for r in single("read", 4 * KIB, 38.0)]
+    f = one(unmeasured, "iscsi_single_amplification")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith("no result for iSCSI (direct, mq-deadline) overhead (KiB) at read, 4 KiB")
+    lossy = single("read", 4 * KIB, 38.0, rtt=0.05)
+    assert not named(evaluate("sb001", lossy), "iscsi_single_amplification")
+
+
+# ---- 5-7: throughput ---------------------------------------------------------------------------------
+
+
+def batch(target: str, mib_s: float, op: str = "read", fsize: int = MIB, threads: int = 16,
+          **kw: Any) -> list[dict[str, Any]]:  # fmt: skip
+    form = kw.pop("form", None if target == "swift" else "sync")
+    summary = {"mib_s": mib_s, "amplification": 1.1} | kw.pop("extra", {})
+    p = {"op": op, "file_size": fsize, "threads": threads} | ({"form": form} if form else {})
+    return runs(target, "batch", summary, kw.pop("noise", 0.2), **p, **kw)
+
+
+def test_swift_fills_the_lossy_wan_while_nfs_and_iscsi_crawl():
+    wan = batch("swift", 11.0, **LOSSY) + batch("nfs", 2.0, **LOSSY) + batch("iscsi", 3.0, **LOSSY)
+    f = one(wan, "swift_saturates_lossy_wan")
+    assert f.verdict == "holds", f.reason
+    assert "Swift's share of the line rate 0.923" in f.reason
+    fast = batch("swift", 11.0, **LOSSY) + batch("nfs", 8.0, **LOSSY) + batch("iscsi", 3.0, **LOSSY)
+    f = one(fast, "swift_saturates_lossy_wan")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("above 4: NFS (sync) MiB/s 8")
+    bound = batch("swift", 6.0, extra={"guest_bound": 1.0, "ceiling_mib_s": 7.0}, **LOSSY)
+    f = one(bound + batch("nfs", 2.0, **LOSSY) + batch("iscsi", 3.0, **LOSSY), "swift_saturates_lossy_wan")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith(
+        "3 of 3 Swift trials at 1 MiB, 16 threads, RTT 50 ms, loss 0.1 % are guest-bound (within 80 % of "
+        "the client guest's own ceiling of 7 MiB/s"
+    )
+    f = one(batch("swift", 11.0, **LOSSY) + batch("nfs", 2.0, **LOSSY), "swift_saturates_lossy_wan")
+    assert (f.verdict, f.reason) == ("inconclusive", "no iSCSI batch reads at RTT 50 ms, loss 0.1 %")
+
+
+def lan_wan(iscsi_wan: float = 0.5) -> list[dict[str, Any]]:
+    k4 = {"fsize": 4 * KIB}
+    rows = batch("iscsi", 10.0, form="direct", **k4) + batch("nfs", 3.0, form="direct", **k4)
+    rows += batch("swift", 1.5, **k4) + batch("iscsi", 20.0, op="write", form="direct", **k4)
+    rows += batch("nfs", 2.0, op="write", form="direct", **k4) + batch("swift", 2.5, op="write", **k4)
+    rows += batch("swift", 2.0, **k4, **LOSSY) + batch("iscsi", iscsi_wan, form="direct", **k4, **LOSSY)
+    return rows
+
+
+def test_iscsi_best_on_the_lan_and_swift_above_it_on_the_lossy_wan():
+    f = one(lan_wan(), "iscsi_lan_swift_wan")
+    assert f.verdict == "holds", f.reason
+    assert f.reason.startswith("all 5 comparisons agree")
+    f = one(lan_wan(iscsi_wan=4.0), "iscsi_lan_swift_wan")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith(
+        "Swift is lower: iSCSI (direct, mq-deadline) 4 MiB/s vs Swift 2 MiB/s at RTT 50 ms"
+    )
+    lan_only = [r for r in lan_wan() if r["params"]["rtt"] == 0]
+    f = one(lan_only, "iscsi_lan_swift_wan")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith("no reads with ≥ 16 threads at RTT ≥ 50 ms with loss (the WAN half)")
+
+
+def sched(scheduler: str, mib_s: float, **kw: Any) -> list[dict[str, Any]]:
+    return batch("iscsi", mib_s, **{"fsize": 16 * MIB, "threads": 8, **kw}, scheduler=scheduler, rtt=0.05)
+
+
+def test_deadline_resists_latency_better_than_bfq():
+    f = one(sched("mq-deadline", 9.0) + sched("bfq", 3.0), "deadline_beats_bfq_50ms")
+    assert f.verdict == "holds", f.reason
+    assert "bfq/mq-deadline 0.333" in f.reason
+    f = one(sched("mq-deadline", 3.0) + sched("bfq", 9.0), "deadline_beats_bfq_50ms")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith(
+        "mq-deadline is lower: bfq 9 MiB/s vs mq-deadline 3 MiB/s at 16 MiB, 8 threads"
+    )
+    f = one(sched("mq-deadline", 9.0), "deadline_beats_bfq_50ms")
+    assert f.verdict == "inconclusive" and f.reason.startswith("no bfq trials at 16 MiB, 8 threads")
+    # Direct reads, 4 KiB files and one thread are not the thesis' claim.
+    left_out = (
+        sched("bfq", 3.0, form="direct") + sched("bfq", 3.0, fsize=4 * KIB) + sched("bfq", 3.0, threads=1)
+    )
+    assert not named(evaluate("sb001", left_out), "deadline_beats_bfq_50ms")
+
+
+# ---- 8: macrobenchmarks ------------------------------------------------------------------------------
+
+POSTMARK = {  # Table 6.1, 100 Mbit/s: NFS, iSCSI CFQ, iSCSI deadline, Swift (s)
+    "ideal": (1642, 23, 20, 3781),
+    "+50 ms": (11681, 22, 22, 15506),
+    "+0.1 % loss": (14248, 22, 21, 19005),
+    "realistic": (15643, 22, 21, 11841),
+}
+VARMAIL = {
+    "ideal": (463, 3783, 3817, 161),
+    "+50 ms": (41, 626, 629, 102),
+    "+0.1 % loss": (40, 318, 362, 104),
+    "realistic": (37, 291, 348, 99),
+}
+FILESERVER = {
+    "ideal": (322, 2121, 2166, 98),
+    "+50 ms": (35, 1416, 1776, 98),
+    "+0.1 % loss": (31, 377, 419, 104),
+    "realistic": (29, 384, 367, 98),
+}
+
+
+def macro(family: str, metric: str, table: dict[str, tuple[float, ...]], skip: str = "") -> list[dict]:
+    rows = []
+    for row, (nfs, cfq, deadline, swift) in table.items():
+        net = ROWS[row]
+        for target, value, extra in (("nfs", nfs, {}), ("iscsi", cfq, {"scheduler": "bfq"}),
+                                     ("iscsi", deadline, {}), ("swift", swift, {})):  # fmt: skip
+            if target != skip:
+                rows += runs(target, family, {metric: value}, value * 0.01, **net, **extra)
+    return rows
+
+
+def test_postmark_iscsi_an_order_of_magnitude_ahead():
+    f = one(macro("postmark", "postmark_s", POSTMARK), "postmark_order")
+    assert f.verdict == "holds", f.reason
+    assert f.reason.startswith("all 19 comparisons agree")
+    slow = dict(POSTMARK, ideal=(1642, 500, 20, 3781))
+    f = one(macro("postmark", "postmark_s", slow), "postmark_order")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("NFS is lower: 10 × iSCSI (bfq) 5000 vs NFS 1642 at the ideal row")
+    f = one(macro("postmark", "postmark_s", POSTMARK, skip="swift"), "postmark_order")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith("no Swift PostMark trials at the ideal row")
+
+
+def test_varmail_orderings_follow_table_6_2():
+    f = one(macro("varmail", "iops", VARMAIL), "varmail_order")
+    assert f.verdict == "holds", f.reason
+    nfs_fast = dict(VARMAIL, **{"+50 ms": (200, 626, 629, 102)})
+    f = one(macro("varmail", "iops", nfs_fast), "varmail_order")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("Swift is lower: NFS 200 vs Swift 102 at the +50 ms row")
+    f = one(macro("varmail", "iops", VARMAIL, skip="swift"), "varmail_order")
+    assert f.verdict == "inconclusive" and "no Swift varmail trials" in f.reason
+
+
+def test_fileserver_orderings_and_a_flat_swift_follow_table_6_3():
+    f = one(macro("fileserver", "iops", FILESERVER), "fileserver_order")
+    assert f.verdict == "holds", f.reason
+    sagging = dict(FILESERVER, realistic=(29, 384, 367, 40))
+    f = one(macro("fileserver", "iops", sagging), "fileserver_order")
+    assert f.verdict == "does not hold"
+    assert f.reason.startswith("Swift realistic is lower: 0.7 × Swift ideal 68.6 vs Swift realistic 40")
+    no_ideal = {k: v for k, v in FILESERVER.items() if k != "ideal"}
+    f = one(macro("fileserver", "iops", no_ideal), "fileserver_order")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith("no ideal-network Swift fileserver trials to compare the other rows with")
+
+
+def test_other_network_rows_are_not_the_tables():
+    rows = runs("nfs", "varmail", {"iops": 40.0}, 1.0, rtt=0.16)
+    assert not named(evaluate("sb001", rows), "varmail_order")
+
+
+# ---- all together ------------------------------------------------------------------------------------
+
+
+def test_a_mixed_set_runs_every_check_and_renders():
+    rows = meta("nfs", lambda ms: 2 * ms + 1) + meta("swift", lambda ms: ms + 30)
+    rows += meta("iscsi", lambda ms: 0.02 * ms + 2)
+    rows += single("read", 4 * KIB, 38.0) + lan_wan() + sched("mq-deadline", 9.0) + sched("bfq", 3.0)
+    rows += batch("swift", 11.0, **LOSSY) + batch("nfs", 2.0, **LOSSY) + batch("iscsi", 3.0, **LOSSY)
+    rows += macro("postmark", "postmark_s", POSTMARK) + macro("varmail", "iops", VARMAIL)
+    rows += macro("fileserver", "iops", FILESERVER)
+    rows += runs("nfs", "varmail", {"iops": 400.0}, 1.0, rate=1e9)  # a 1 Gbit/s scope with NFS only
+    assert [c.name for c in applicable("sb001", rows)] == NAMES
+    found = evaluate("sb001", rows)
+    assert {f.name for f in found} == set(NAMES)
+    by = {(f.name, f.scope_label): f for f in found}
+    assert by[("varmail_order", "rate = 1000 Mbit/s")].verdict == "inconclusive"
+    wrong = [
+        (f.name, f.scope_label, f.reason)
+        for f in found
+        if f.verdict != "holds" and "1000" not in f.scope_label
+    ]
+    assert not wrong, wrong
+    text = render_markdown(found, REPORT_TITLES["sb001"])
+    assert text.startswith("## Thesis 001 (Ch. 4–6)") and "| condition | series | quantity |" in text
+    assert [f for f in evaluate("sb001", []) if f.verdict != "inconclusive"] == []
