@@ -92,3 +92,15 @@ def test_the_thesis_charts_draw_from_the_summaries(alice, api_client_for, client
     assert len(got) == 4, data
     swift = [v for (label, _), v in got.items() if "swift" in label]
     assert sorted(swift) == [10.0, 20.0], got
+
+
+def test_a_sweep_no_worker_can_boot_a_guest_for_waits_and_says_why(alice, api_client_for, make_host):
+    from experiments import services
+
+    resp = api_client_for(alice).post("/api/sweeps/", spec(grid={"target": ["nfs"]}), format="json")
+    assert resp.status_code == 201, resp.content
+    no_guest = {"netns": True, "userspace_link": True, "storage.nfs": True, "tcp_cc.cubic": True,
+                "storage.guest": False}  # fmt: skip
+    make_host("noguest", no_guest)
+    blocked = services.progress(Sweep.objects.get(pk=resp.json()["id"]))["blocked"]
+    assert blocked.startswith("no live worker has capability storage.guest"), blocked

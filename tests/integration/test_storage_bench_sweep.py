@@ -1,8 +1,8 @@
 """A realistic-network storage_bench sweep of the three targets through the real stack (issue 17,
 done when): a real ``qoelab worker`` boots the client guest per trial, NFS, iSCSI and Swift each
 serve one batch read round across 50 ms RTT, 0.1 % loss and ±10 ms jitter, and the dashboard
-draws Fig. 4.6 and runs the thesis' findings over the results. Short rounds (a 4 MiB set): the
-path, not the thesis' numbers (benchmarks/storage/). Skipped without the guest image."""
+draws Fig. 4.6 and runs the thesis' findings over the results. Short rounds (an 8 MiB set): the
+path, not the thesis' numbers (benchmarks/storage_bench/). Skipped without the guest image."""
 
 from __future__ import annotations
 
@@ -29,17 +29,22 @@ def _guest_image() -> None:
 
 
 def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
-    lab_stack: Any, alice: Any
+    lab_stack: Any, alice: Any, settings: Any
 ) -> None:
     from django.test import Client
+
+    # A TCG guest keeps a core busy: on a loaded 2-core host the worker's 1-s heartbeat can lag by
+    # more than the stack's 6 s, which would fail a healthy trial as lost. A dead worker is not
+    # what this test is about (tests/integration/test_worker_protocol.py is).
+    settings.QOELAB_HEARTBEAT_TIMEOUT = 60
 
     api = lab_stack.api()
     spec = {
         "experiment": {"name": "thesis 001 realistic"},
         "job_type": "storage_bench",
-        "name": "realistic, 4 threads",
+        "name": "realistic, 16 threads",
         "grid": {"target": ["nfs", "iscsi", "swift"]},
-        "fixed": {"family": "batch", "op": "read", "file_size": "256kb", "set_size": "4mb", "threads": 4,
+        "fixed": {"family": "batch", "op": "read", "file_size": "1mb", "set_size": "8mb", "threads": 16,
                   "limit": "60s", "rtt": "50ms", "loss": "0.1%", "jitter": "10ms"},
         "repetitions": 1,
     }  # fmt: skip
@@ -59,8 +64,8 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
     for target, t in trials.items():
         s = t["summary"]
         assert s["mib_s"] > 0 and s["failed"] == 0, (target, s)
-        # 16 files of 256 KiB read whole; the link carried at least them, both directions counted
-        assert s["bytes"] == 16 * 256 * 1024 and s["amplification"] > 1.0, (target, s)
+        # 8 files of 1 MiB read whole; the link carried at least them, both directions counted
+        assert s["bytes"] == 8 << 20 and s["amplification"] > 1.0, (target, s)
         assert s["ceiling_mib_s"] > 0 and s["guest_bound"] in (0.0, 1.0)
         link = t["link"]
         assert link["profile"]["rtt_ms"] == pytest.approx(50.0) and link["profile"]["jitter_ms"] == 10.0
@@ -71,7 +76,7 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         assert prov["client"]["tcp"]["sysctl"]["tcp_congestion_control"] == "cubic", prov["client"]
         assert prov["client"]["accel"] in ("kvm", "tcg")
         assert prov["substitutions"], prov
-    assert trials["iscsi"]["provenance"]["mount"]["scheduler"] == "mq-deadline"
+    assert "[mq-deadline]" in trials["iscsi"]["provenance"]["mount"]["scheduler"]  # the chosen one
 
     web = Client()
     web.force_login(alice)
@@ -79,4 +84,7 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
     labels = {s["label"] for panel in fig.get("panels", [fig]) for s in panel["series"]}
     assert len(labels) == 3, fig
     report = api.get(f"/api/sweeps/{sweep['id']}/findings/")
-    assert report["report"] == "sb001" and report["findings"], report
+    # §4.6's claim applies (files of 1 MiB, 16 threads, 50 ms + 0.1 %): judged, whatever the verdict
+    # on so short a round
+    verdicts = {f["name"]: f["verdict"] for f in report["findings"]}
+    assert report["report"] == "sb001" and "swift_saturates_lossy_wan" in verdicts, report

@@ -22,7 +22,7 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     ("args", "words"),
     [
         (["--target", "ceph"], "target: must be one of nfs, iscsi, swift"),
-        (["--target", "nfs", "--family", "unit"], "family: must be one of metadata, batch"),
+        (["--target", "nfs", "--family", "fio"], "family: must be one of metadata, batch, single, unit"),
         (["--target", "nfs", "--n", "0"], "meta_n: each n must be 1..10000"),
         (["--target", "nfs", "--n", "ten"], "--n: takes comma-separated counts"),
         (
@@ -108,30 +108,3 @@ def test_a_killed_run_leaves_nothing_after_cleanup() -> None:
     assert not any(leftovers(prefix).values()), leftovers(prefix)
     assert not list(Path(tempfile.gettempdir()).glob(f"qssh-{prefix}*"))
     assert not [m for m in Path("/proc/mounts").read_text().splitlines() if prefix in m]
-
-
-@pytest.mark.slow
-@pytest.mark.netns
-def test_a_batch_read_run_reheats_unimpaired_and_counts_the_link() -> None:
-    """Two read rounds of a small set at 20 ms RTT: every file read, the link's bytes at least the
-    files' (amplification >= 1), and the reheats recorded as switches to the unimpaired link."""
-    if os.geteuid() != 0:
-        pytest.skip("needs root (namespaces, the guest's tap)")
-    try:
-        if not (load_image().directory / "root-key").is_file():
-            pytest.skip("the guest image predates the storage client: run make vm-image")
-    except MissingImageError as err:
-        pytest.skip(f"no guest image: run make vm-image ({err})")
-    res = bench("--target", "nfs", "--family", "batch", "--op", "read", "--form", "direct", "--rtt", "20ms",
-                "--file-size", "256kb", "--set-size", "4mb", "--threads", "1,4", "--json")  # fmt: skip
-    assert res.returncode == 0, res.stderr[-2000:]
-    data = json.loads(res.stdout)
-    assert [r["threads"] for r in data["rounds"]] == [1, 4]
-    for r in data["rounds"]:
-        assert r["serviced"] == 16 and r["failed"] == 0 and r["bytes"] == 16 * (256 << 10), r
-        assert r["amplification"] >= 1.0 and r["mib_s"] > 0, r
-        # The reheat (nothing emulated in the way) is the guest's ceiling; the mark follows from it.
-        assert r["ceiling_mib_s"] > 0 and r["guest_bound"] == (r["mib_s"] >= 0.8 * r["ceiling_mib_s"]), r
-    switches = [s["reason"] for s in data["link"]["switches"]]
-    assert switches[:2] == ["warm-up and read set", "end of warm-up and read set"], switches
-    assert "reheat before 4 threads" in switches

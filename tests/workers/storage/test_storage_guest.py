@@ -1,8 +1,8 @@
 """The storage client in the QEMU guest (TCG here) behind the emulated link: it mounts the NFS target
-through the link (its metadata operations take at least a round trip each), the iSCSI target
-(ext4 on the LUN, a chosen scheduler, a microbenchmark round) and Swift through rclone (a write
-round in overwrite mode, read back); one boot for all three, skipped without the image
-(``make vm-image``)."""
+through the link (its metadata operations take at least a round trip each; a short varmail and a
+small PostMark run on it), the iSCSI target (ext4 on the LUN, a chosen scheduler, a microbenchmark
+round, a single-file read and its amplification) and Swift through rclone (a write round in
+overwrite mode, read back); one boot for all of it, skipped without the image (``make vm-image``)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ import pytest
 
 from qoelab.emulation import LinkProfile, emulated_link
 from qoelab.emulation.tcp import TcpSettings
-from qoelab.storage import iobench, mounts
+from qoelab.storage import families, iobench, macro, mounts
 from qoelab.storage.guest import client_guest
+from qoelab.storage.measure import CpuProbe
 from qoelab.storage.nfs import nfs_target
 from qoelab.storage.swift import swift_target
 from qoelab.storage.targets import cleanup_leftovers, find_servers, iscsi_target
+from qoelab.storage.trial import StorageRun
 from qoelab.vm.image import MissingImageError, load_image
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
@@ -81,6 +83,7 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(image, tmp_path: P
                 # The file the guest made is on the server's export.
                 client.shell.run(f"touch {mounts.MOUNT_POINT}/from-guest && sync", timeout=60)
                 assert (target.export_dir / "from-guest").exists()
+                check_macro_families(profile, client, link, CpuProbe(client.shell, prefix, target))
                 mounts.unmount(client.shell)
                 assert mounts.mounted(client.shell) == {}
 
@@ -98,6 +101,7 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(image, tmp_path: P
                     prefix=client.shell.prefix_argv(), tool=tool, timeout=300,
                 )  # fmt: skip
                 assert got.serviced == 8 and got.failed == 0 and got.bytes == 8 * (256 << 10)
+                check_single_iscsi_read(profile, client, link, CpuProbe(client.shell, prefix, lun))
                 mounts.unmount(client.shell)
                 assert "sd" not in client.shell.run("lsblk -n -o NAME", timeout=30).stdout
 
@@ -117,3 +121,41 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(image, tmp_path: P
     finally:
         cleanup_leftovers(prefix)
     assert find_servers(prefix) == []
+
+
+def check_macro_families(profile: LinkProfile, client, link, probe: CpuProbe) -> None:
+    """On the NFS mount: a short varmail (preallocated with the link unimpaired, run emulated) and a
+    small PostMark (50 files, 100 transactions; the thesis' 500 and 25000 in the job's defaults)."""
+    run = StorageRun(target="nfs", family="varmail", profile=profile, macro_seconds=4, macro_files=200)
+    m = macro.filebench(run, client, link, probe)
+    print({k: v for k, v in m.items() if k != "flowops"})
+    assert m["benchmark"] == "varmail" and m["iops"] > 0 and m["seconds"] == pytest.approx(4, abs=1.5), m
+    assert m["files"] == 200 and sum(m["ops"].values()) == m["total_ops"] > 0 and m["link_bytes"] > 0, m
+    assert "emulat" in m["emulation"]
+    reasons = [sw["reason"] for sw in link.switches[-2:]]
+    assert reasons == ["filebench preallocation", "end of filebench preallocation"], reasons
+    assert link.profile == profile  # back to the emulated link for the run phase
+    assert 0.0 < m["cpu"]["cpu_client"] <= 1.0 and m["cpu"]["cpu_server"] > 0, m["cpu"]
+
+    run = StorageRun(target="nfs", family="postmark", profile=profile, postmark_transactions=100,
+                     postmark_files=50)  # fmt: skip
+    pm = macro.postmark(run, client, link, probe)
+    print({k: v for k, v in pm.items() if k != "report"})
+    assert pm["benchmark"] == "postmark" and pm["transactions"] == 100 and pm["seconds"] >= 1, pm
+    assert pm["created"] >= 50 and pm["link_bytes"] > 50 * 5120, pm
+    assert pm["tps"] is None or pm["tps"] > 0
+
+
+def check_single_iscsi_read(profile: LinkProfile, client, link, probe: CpuProbe) -> None:
+    """One 64 KiB file read with O_DIRECT over iSCSI: ext4's metadata and iSCSI's PDUs put more on the
+    link than the file (notes §5.7: (148 + s)/s on the thesis' testbed)."""
+    run = StorageRun(target="iscsi", family="single", profile=profile, op="read", form="direct",
+                     file_size=64 << 10, warmup=False)  # fmt: skip
+    (row,) = families.single(run, client, link, probe=probe)
+    print(row)
+    assert row["family"] == "single" and row["serviced"] == 1 and row["failed"] == 0, row
+    assert row["bytes"] == 64 << 10 and row["amplification"] == pytest.approx(row["link_bytes"] / (64 << 10))
+    assert row["amplification"] > 1 and row["ceiling_mib_s"] > 0, row
+    assert 0.0 <= row["cpu_client"] <= 1.0 and row["cpu_server"] >= 0.0, row
+    reasons = [sw["reason"] for sw in link.switches[-4:]]
+    assert reasons == ["warm-up and file", "end of warm-up and file", "reheat", "end of reheat"], reasons

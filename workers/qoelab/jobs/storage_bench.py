@@ -21,8 +21,8 @@ from qoelab.emulation.profile import DELAY_MAX_S, JITTER_MAX_S, RATE_MAX_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.jobs import register
 from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TrialContext, TrialResult
+from qoelab.storage.scenarios import THESIS_BUFFER
 
-THESIS_BUFFER = 16 << 20  # Fig. 3.2: net.core.rmem_max / wmem_max and tcp_rmem/wmem's maximum
 META_KINDS = ("mkdir", "touch", "ls", "unlink", "rmdir")
 ROUND_KEYS = ("mib_s", "amplification", "link_bytes", "link_packets", "bytes", "serviced", "failed",
               "seconds", "ceiling_mib_s", "cpu_client", "cpu_server")  # fmt: skip
@@ -38,7 +38,11 @@ FAMILY_TITLES = {
 Family = Literal["metadata", "batch", "single", "unit", "postmark", "varmail", "fileserver"]
 # Link fields the thesis' convention replaces: one RTT, loss and jitter on both directions.
 ONE_WAY_FIELDS = ("delay", "up_delay", "up_jitter", "up_loss", "up_rate", "gemodel")
-TIMEOUT_S = 4 * 3600  # metadata at n = 1000 and 250 ms RTT: ~5 × 1000 × 2 RTT
+TIMEOUT_S = 4 * 3600
+FILEBENCH_FILES = {
+    "varmail": 1000,
+    "fileserver": 10_000,
+}  # the stock personalities (notes §4.2)  # metadata at n = 1000 and 250 ms RTT: ~5 × 1000 × 2 RTT
 
 
 class StorageBenchParams(LinkParams):
@@ -93,6 +97,12 @@ class StorageBenchParams(LinkParams):
     )
     swift_transfers: int = Field(default=4, ge=1, le=64, description="Swift: rclone's parallel connections")
     transactions: int = Field(default=25_000, ge=10, le=1_000_000, description="postmark: transactions")
+    files: int | None = Field(
+        default=None,
+        ge=10,
+        le=100_000,
+        description="varmail, fileserver: files in the set (empty = the personality's: 1000, 10000)",
+    )
     seconds: p.Duration(1.0, 3600.0) = Field(  # type: ignore[valid-type]
         default=120.0, description="varmail, fileserver: run time after preallocation (the thesis: 120s)"
     )
@@ -112,6 +122,14 @@ class StorageBenchParams(LinkParams):
         if target == "swift" and form not in (None, "default"):
             raise ValueError("Swift through a FUSE client has only the default form (notes §3.2)")
         return form
+
+    @field_validator("unit")
+    @classmethod
+    def _unit_within_the_file(cls, unit: int, info: ValidationInfo) -> int:
+        file_size = info.data.get("file_size")
+        if info.data.get("family") == "unit" and file_size is not None and unit > file_size:
+            raise ValueError(f"must be at most file_size ({file_size} B), got {unit} B")
+        return unit
 
     @field_validator("set_size")
     @classmethod
@@ -150,8 +168,8 @@ FAMILY_PARAMS: dict[str, frozenset[str]] = {
     "single": frozenset({"op", "form", "file_size", "limit"}),
     "unit": frozenset({"op", "form", "file_size", "unit", "limit"}),
     "postmark": frozenset({"transactions"}),
-    "varmail": frozenset({"seconds"}),
-    "fileserver": frozenset({"seconds"}),
+    "varmail": frozenset({"seconds", "files"}),
+    "fileserver": frozenset({"seconds", "files"}),
 }
 RUN_PARAMS = frozenset().union(*FAMILY_PARAMS.values())
 
@@ -184,12 +202,26 @@ def storage_run(params: StorageBenchParams) -> Any:
         extra["postmark_transactions"] = params.transactions
     if params.family in ("varmail", "fileserver"):
         extra["macro_seconds"] = float(params.seconds)
+        extra["macro_files"] = params.files
     return StorageRun(
         target=params.target, family=params.family, profile=params.to_profile(), meta_n=(params.meta_n,),
         scheduler=params.scheduler, swift_transfers=params.swift_transfers, op=params.op,
         form=params.resolved_form(), file_size=int(params.file_size), set_bytes=int(params.set_size),
-        threads=(params.threads,), limit_s=float(params.limit), **extra,
+        threads=(params.threads,), limit_s=float(params.limit), lun_bytes=lun_bytes(params), **extra,
     )  # fmt: skip
+
+
+def lun_bytes(params: StorageBenchParams) -> int:
+    """The backing file system (NFS's ext4 image, iSCSI's LUN; sparse): 1 GiB, or three times what
+    the family writes, so ext4's metadata, the journal and a rewrite always fit."""
+    data = {
+        "batch": int(params.set_size),
+        "single": int(params.file_size),
+        "unit": int(params.file_size),
+        "fileserver": (params.files or FILEBENCH_FILES["fileserver"]) * 128 * 1024,  # mean 128 KiB
+        "varmail": (params.files or FILEBENCH_FILES["varmail"]) * 16 * 1024,  # mean 16 KiB
+    }.get(params.family, 0)
+    return max(1 << 30, -(-3 * data // (1 << 20)) << 20)
 
 
 def summarize(family: str, out: Any) -> dict[str, float]:

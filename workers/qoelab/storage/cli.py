@@ -23,7 +23,11 @@ from qoelab.errors import ParameterError
 EPILOG = """\
 families: metadata (n x mkdir, touch, one ls, unlink, rmdir; notes/seed-storage-bench.md §3.6);
 batch (whole-file reads or writes of a file set by a pool of threads, one round per thread count,
-the server reheated over the unimpaired link before each read round; §3.3-§3.5).
+the server reheated over the unimpaired link before each read round; §3.3-§3.5); single (one file of
+--file-size, one thread; amplification = link bytes / file size; §3.5); unit (one file of --file-size,
+default 16mb, read or written in each of --units; Fig. 4.2); postmark (PostMark 1.53, 500 files of
+5-512 KiB, --transactions, unbuffered; §4.1); varmail, fileserver (FileBench's personalities,
+emulated, preallocated over the unimpaired link, then --seconds; §4.2).
 The client is the lab's QEMU guest (make vm-image); the targets run in the server namespace:
 nfs-ganesha (NFSv4), tgt (iSCSI, ext4 in the guest) and a Swift all-in-one (rclone mount).
 
@@ -31,8 +35,11 @@ examples:
   qoelab storage bench --target nfs --family metadata --rtt 50ms
   qoelab storage bench --target swift --family metadata --scenario realistic --n 1,10 --json
   qoelab storage bench --target iscsi --family batch --op read --form sync --file-size 1mb --threads 1,8,32
+  qoelab storage bench --target iscsi --family single --op write --file-size 4kb --form sync
+  qoelab storage bench --target nfs --family unit --op read --units 4kb,64kb,1mb,16mb --rtt 50ms
+  qoelab storage bench --target nfs --family postmark --scenario latency --transactions 2500
+  qoelab storage bench --target swift --family varmail --scenario realistic --seconds 120
 """
-THESIS_BUFFER = 16 << 20  # Fig. 3.2: tcp_rmem / tcp_wmem maximum 16 MiB
 
 
 def register(subparsers: Any) -> None:
@@ -56,10 +63,14 @@ def register(subparsers: Any) -> None:
     b.add_argument("--scheduler", default="mq-deadline", help="iSCSI: the guest's scheduler (bfq for CFQ)")
     b.add_argument("--op", default="read", help="batch: read or write")
     b.add_argument("--form", help="batch: direct or sync (NFS, iSCSI; default direct), default (Swift)")
-    b.add_argument("--file-size", default="1mb", help="batch: bytes per file = access unit (default 1mb)")
+    b.add_argument("--file-size", help="batch, single: bytes per file = access unit (default 1mb); "
+                   "unit: the file (default 16mb)")  # fmt: skip
     b.add_argument("--set-size", default="64mb", help="batch: the file set (thesis: 2gb; default 64mb)")
     b.add_argument("--threads", default="1,4,16", help="batch: thread counts, one round each")
-    b.add_argument("--limit", default="90s", help="batch: per-round time limit (default 90s)")
+    b.add_argument("--limit", default="90s", help="batch, single, unit: per-round time limit (default 90s)")
+    b.add_argument("--units", default="4kb,64kb,1mb,16mb", help="unit: access units, one round each")
+    b.add_argument("--transactions", default="25000", help="postmark: transactions (thesis: 25000)")
+    b.add_argument("--seconds", default="120s", help="varmail, fileserver: run phase (thesis: 120s)")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -81,32 +92,41 @@ def link_params(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from qoelab.emulation.profile import LinkProfile
-    from qoelab.emulation.tcp import TcpSettings
+    from qoelab.storage.scenarios import thesis_tcp
     from qoelab.storage.trial import StorageRun, run_storage
     from qoelab.units import parse_bytes, parse_duration
 
     counts, threads = _counts("--n", args.n), _counts("--threads", args.threads)
-    file_size, set_size = parse_bytes(args.file_size, "--file-size"), parse_bytes(args.set_size, "--set-size")
-    limit_s = parse_duration(args.limit, "--limit")
+    file_size = parse_bytes(args.file_size or ("16mb" if args.family == "unit" else "1mb"), "--file-size")
+    set_size = parse_bytes(args.set_size, "--set-size")
+    limit_s, seconds = parse_duration(args.limit, "--limit"), parse_duration(args.seconds, "--seconds")
+    units = tuple(parse_bytes(u, "--units") for u in args.units.split(","))
+    try:
+        transactions = int(args.transactions)
+    except ValueError:
+        bad = f"takes a count such as 25000, got {args.transactions!r}"
+        raise ParameterError("--transactions", bad) from None
     form = args.form or ("default" if args.target == "swift" else "direct")
-    tcp = TcpSettings(cc="cubic", rmem_max=THESIS_BUFFER, wmem_max=THESIS_BUFFER, no_metrics_save=True)
-    profile = LinkProfile.parse(**link_params(args), tcp=tcp)
+    profile = LinkProfile.parse(**link_params(args), tcp=thesis_tcp())
     run = StorageRun(target=args.target, family=args.family, profile=profile, meta_n=counts,
                      scheduler=args.scheduler, op=args.op, form=form, file_size=file_size,
-                     set_bytes=set_size, threads=threads, limit_s=limit_s)  # fmt: skip
+                     set_bytes=set_size, threads=threads, limit_s=limit_s, units=units,
+                     postmark_transactions=transactions, macro_seconds=seconds)  # fmt: skip
     if os.geteuid() != 0:
         print("qoelab storage bench: needs root (namespaces, the guest's tap, mounts)", file=sys.stderr)
         return 2
     rtt_ms = (profile.up.delay_s + profile.down.delay_s) * 1e3
 
     def on_row(row: dict[str, Any]) -> None:
-        if not args.json and row.get("family") == "batch":
+        if not args.json and row.get("family") in ("batch", "single", "unit"):
             amp = "—" if row["amplification"] is None else f"{row['amplification']:.2f}"
             limit = ", time limit hit" if row["time_limit_hit"] else ""
+            what = f"unit={row['unit']:<9}" if row["family"] == "unit" else f"threads={row['threads']:<3}"
+            cpu = "" if row.get("cpu_client") is None else f"; guest CPU {row['cpu_client']:.0%}"
             print(
-                f"threads={row['threads']:<3} {row['op']} {row['form']} {row['files']} x {row['file_size']}: "
+                f"{what} {row['op']} {row['form']} {row['files']} x {row['file_size']}: "
                 f"{row['mib_s']:8.2f} MiB/s  {row['serviced']} done, {row['failed']} failed{limit}; "
-                f"amplification {amp}",
+                f"amplification {amp}{cpu}",
                 flush=True,
             )
         elif not args.json:
@@ -130,14 +150,28 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in out.ops
         ]
         result = {"target": args.target, "rtt_ms": rtt_ms, "ops": ops, "rounds": out.rounds, "link": out.link,
-                  "mount": out.mount, "guest": out.guest, "target_config": out.target}  # fmt: skip
+                  "mount": out.mount, "guest": out.guest, "target_config": out.target, "macro": out.macro,
+                  "cpu": out.cpu}  # fmt: skip
         print(json.dumps(result, default=str))
     else:
+        if out.macro:
+            print(macro_line(out.macro), flush=True)
         print(
             f"{args.target} at RTT {rtt_ms:g} ms; client: {out.guest.get('accel')} guest, "
             f"kernel {out.guest.get('kernel')}; mount {out.mount.get('fstype')} {out.mount.get('options')}"
         )
     return 0
+
+
+def macro_line(m: dict[str, Any]) -> str:
+    """PostMark's time and TPS, or a FileBench personality's IOPS in total and per flowop."""
+    cpu = m.get("cpu") or {}
+    tail = "" if not cpu else f"; guest CPU {cpu['cpu_client']:.0%}, server {cpu['cpu_server']:.1f} CPU s"
+    if m["benchmark"] == "postmark":
+        tps = "—" if m.get("tps") is None else m["tps"]
+        return f"postmark: {m['transactions']} transactions, {m['seconds']} s total, {tps} per second{tail}"
+    ops = ", ".join(f"{k} {v}" for k, v in m["ops"].items())
+    return f"{m['benchmark']} (emulated): {m['iops']:.1f} IOPS over {m['seconds']:.1f} s ({ops}){tail}"
 
 
 def _counts(option: str, text: str) -> tuple[int, ...]:

@@ -15,9 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 
 RATES = {"100mbit": 100e6, "1gbit": 1e9}
+# Fig. 3.2 (notes §1.4): net.core.rmem_max / wmem_max and the tcp_rmem / tcp_wmem maximum, 16 MiB; with
+# CUBIC and tcp_no_metrics_save = 1 the thesis' TCP on both hosts.
+THESIS_BUFFER = 16 << 20
 RTT_SWEEP_MS = (0, 20, 50, 160, 250)
 LOSS_SWEEP_PCT = (0.0, 0.1, 1.0, 2.5)
 
@@ -59,3 +63,8 @@ def scenario(key: str) -> Scenario:
         return SCENARIOS[key]
     except KeyError:
         raise ParameterError("scenario", f"must be one of {', '.join(SCENARIOS)}, got {key!r}") from None
+
+
+def thesis_tcp() -> TcpSettings:
+    """Fig. 3.2's TCP: CUBIC, 16 MiB buffer ceilings, no cached metrics between connections."""
+    return TcpSettings(cc="cubic", rmem_max=THESIS_BUFFER, wmem_max=THESIS_BUFFER, no_metrics_save=True)

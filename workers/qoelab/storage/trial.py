@@ -2,23 +2,11 @@
 
 Thesis 001's method (notes §3): the client in the guest reaches the target across the emulated
 link (``guest``); the target is started per run and torn down with it (``targets``); the family
-runs the benchmark tool in the guest (``iobench``). The ``metadata`` family (notes §3.6, Ch. 5):
-for each n, a fresh directory, then n × mkdir, n × touch, one ls, n × unlink, n × rmdir, with a
-``sync`` closing each kind and the client's cache dropped between kinds; per kind the completion
-time and the packets and bytes the link carried in both directions, read from the emulator's
-counters at the tool's phase markers (as the thesis read them from a capture at the link).
-
-The ``batch`` family (notes §3.3-§3.5, Ch. 4): a file set of ``set_bytes`` in files of ``file_size``
-(access unit = file size), one round per thread count, each with the client's cache dropped and a
-``limit_s`` time limit. Reads use a read set made beforehand; before each read round the server's
-cache is reheated by reading the set with 32 threads over the unimpaired link (the thesis switched
-its emulator off for that). Writes delete the previous round's files first (NFS, iSCSI) or
-overwrite them (Swift). The warm-up of a new target (100 × 1 MiB written, read, deleted) also runs
-unimpaired. Amplification = bytes on the link in both directions during the round / bytes the
-application moved (for a batch the thesis divides line rate by throughput: the same ratio). The
-reheat's own throughput is the guest's ceiling for that set with nothing emulated in the way; a read
-round above ``GUEST_BOUND_FRACTION`` of it is marked ``guest_bound`` (writes have no such pass yet:
-their mark is None).
+runs in the guest. The families live in ``families`` (``metadata``, ``batch``, ``single``,
+``unit``: the thesis' microbenchmark and metadata benchmark, notes §3, Ch. 4-5) and ``macro``
+(``postmark``, ``varmail``, ``fileserver``: Ch. 6, notes §4). Every family also records the client's
+CPU busy fraction and the server processes' CPU seconds (``measure.CpuProbe``): per round for the
+microbenchmark families (``cpu_client``, ``cpu_server``), in ``StorageOutput.cpu`` for the others.
 """
 
 from __future__ import annotations
@@ -36,22 +24,25 @@ from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.topology import EmulatedLink, emulated_link
 from qoelab.errors import ParameterError
 from qoelab.storage import iobench, mounts
+from qoelab.storage.families import GUEST_BOUND_FRACTION, MICRO, REHEAT_THREADS, batch, metadata
 from qoelab.storage.guest import StorageGuest, client_guest
+from qoelab.storage.macro import MACRO, run_macro
+from qoelab.storage.measure import GUEST_TOOL, CpuProbe
 from qoelab.storage.nfs import nfs_target
 from qoelab.storage.swift import swift_target
 from qoelab.storage.targets import cleanup_leftovers, iscsi_target
 
 log = logging.getLogger("qoelab.storage")
+# The families moved to ``families`` and ``macro``; their names stay importable from here.
+__all__ = ["FAMILIES", "GUEST_BOUND_FRACTION", "GUEST_TOOL", "REHEAT_THREADS", "StorageOutput", "StorageRun",
+           "batch", "metadata", "run_storage"]  # fmt: skip
 
 Target = Literal["nfs", "iscsi", "swift"]
 TARGETS: tuple[str, ...] = ("nfs", "iscsi", "swift")
-FAMILIES: tuple[str, ...] = ("metadata", "batch")
+FAMILIES: tuple[str, ...] = ("metadata", "batch", "single", "unit", "postmark", "varmail", "fileserver")
 FORMS: tuple[str, ...] = ("direct", "sync", "default")
-REHEAT_THREADS = 32  # [repo] the author's reheat read the set with 32 threads
-# A round within this fraction of what the guest reads with no emulator in the way (the reheat) may
-# be measuring the TCG guest, not the storage system (the issue's "guest-bound" mark).
-GUEST_BOUND_FRACTION = 0.8
-GUEST_TOOL = "/usr/local/bin/storage-iobench"
+# unit: every other step of the author's 4K, 16K, ..., 16M sweep (notes §3.3)
+UNITS = (4096, 65536, 1 << 20, 16 << 20)
 META_N = (1, 10, 100, 1000)  # notes §3.6
 
 
@@ -76,13 +67,18 @@ class StorageRun:
     warmup: bool = True
     accel: str = "auto"
     memory_mb: int = 1536
+    units: tuple[int, ...] = UNITS  # unit: access units swept over one file of file_size (thesis: 16 MiB)
+    postmark_transactions: int = 25000  # postmark: the thesis' 25000 (notes §4.1)
+    postmark_files: int = 500  # postmark: the thesis' 500 (notes §4.1)
+    macro_seconds: float = 120.0  # varmail, fileserver: run phase (the thesis read IOPS after 120 s)
+    swift_cache_mode: str | None = None  # rclone --vfs-cache-mode; None: off, writes for the macro families
+    macro_files: int | None = None  # varmail, fileserver: files (None: the personality's 1000 / 10000)
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
             raise ParameterError("target", f"must be one of {', '.join(TARGETS)}, got {self.target!r}")
         if self.family not in FAMILIES:
-            raise ParameterError("family", f"must be one of {', '.join(FAMILIES)} (the others are not "
-                                 f"built yet), got {self.family!r}")  # fmt: skip
+            raise ParameterError("family", f"must be one of {', '.join(FAMILIES)}, got {self.family!r}")
         if not self.meta_n or any(not 1 <= n <= 10_000 for n in self.meta_n):
             raise ParameterError("meta_n", f"each n must be 1..10000, got {list(self.meta_n)}")
         if self.op not in ("read", "write"):
@@ -99,16 +95,50 @@ class StorageRun:
             raise ParameterError("set_bytes", f"must be file_size..16 GiB, got {self.set_bytes}")
         if not self.threads or any(not 1 <= t <= 64 for t in self.threads):
             raise ParameterError("threads", f"each count must be 1..64, got {list(self.threads)}")
+        if not self.units or any(not 512 <= u <= 1 << 30 for u in self.units):
+            raise ParameterError("units", f"each unit must be 512 B..1 GiB, got {list(self.units)}")
+        if self.form == "direct" and any(u % 512 for u in self.units):
+            raise ParameterError("units", f"each a multiple of 512 for direct, got {list(self.units)}")
+        if self.family == "unit" and max(self.units) > self.file_size:
+            raise ParameterError(
+                "units", f"each unit must be at most file_size ({self.file_size}), got {list(self.units)}"
+            )
+        if not 1 <= self.postmark_transactions <= 10_000_000:
+            raise ParameterError(
+                "postmark_transactions", f"must be 1..10000000, got {self.postmark_transactions}"
+            )
+        if not 1 <= self.postmark_files <= 1_000_000:
+            raise ParameterError("postmark_files", f"must be 1..1000000, got {self.postmark_files}")
+        if not 1 <= self.macro_seconds <= 86400:
+            raise ParameterError("macro_seconds", f"must be 1..86400 s, got {self.macro_seconds:g}")
+        if self.macro_files is not None and not 10 <= self.macro_files <= 1_000_000:
+            raise ParameterError("macro_files", f"must be 10..1000000, got {self.macro_files}")
+        if self.swift_cache_mode is not None and self.swift_cache_mode not in mounts.VFS_CACHE_MODES:
+            raise ParameterError("swift_cache_mode", f"must be one of {', '.join(mounts.VFS_CACHE_MODES)}, "
+                                 f"got {self.swift_cache_mode!r}")  # fmt: skip
+        postmark_on_swift = self.family == "postmark" and self.target == "swift"
+        if postmark_on_swift and self.rclone_cache_mode in ("off", "minimal"):
+            raise ParameterError("swift_cache_mode", "PostMark appends to and rewrites files: rclone needs "
+                                 f"writes or full, got {self.swift_cache_mode!r}")  # fmt: skip
+
+    @property
+    def rclone_cache_mode(self) -> str:
+        """rclone's --vfs-cache-mode: off streams like CloudFuse; the macrobenchmarks append and seek."""
+        if self.swift_cache_mode is not None:
+            return self.swift_cache_mode
+        return "writes" if self.family in MACRO else "off"
 
 
 @dataclass
 class StorageOutput:
     ops: list[dict[str, Any]] = field(default_factory=list)  # metadata: one row per (n, kind)
-    rounds: list[dict[str, Any]] = field(default_factory=list)  # batch: one row per thread count
+    rounds: list[dict[str, Any]] = field(default_factory=list)  # batch, single, unit: one row per round
     mount: dict[str, Any] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
     guest: dict[str, Any] = field(default_factory=dict)
     link: dict[str, Any] = field(default_factory=dict)
+    macro: dict[str, Any] = field(default_factory=dict)  # postmark, varmail, fileserver: their result
+    cpu: dict[str, Any] = field(default_factory=dict)  # metadata and macro: client busy, server CPU seconds
 
 
 @contextlib.contextmanager
@@ -130,104 +160,8 @@ def _mount(run: StorageRun, client: StorageGuest, target: Any, link: EmulatedLin
         return mounts.mount_nfs(client.shell, target, link.server_ip, run.nfs_version)
     if run.target == "iscsi":
         return mounts.mount_iscsi(client.shell, target, link.server_ip, run.scheduler)
-    return mounts.mount_swift(client.shell, target, transfers=run.swift_transfers)
-
-
-def _counters(link: EmulatedLink) -> tuple[int, int]:
-    """Packets and bytes the emulator has taken in, both directions (what a capture at the link sees)."""
-    stats = link.emulator.stats()
-    return (
-        sum(stats[d]["rx_packets"] for d in ("up", "down")),
-        sum(stats[d]["rx_bytes"] for d in ("up", "down")),
-    )
-
-
-def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink,
-             on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """The metadata family for each n; a row per kind with its time, packets and bytes."""
-    rows: list[dict[str, Any]] = []
-    for n in run.meta_n:
-        where = f"{mounts.MOUNT_POINT}/meta-{n}"
-        client.shell.run(f"mkdir -p {where}", timeout=120)
-        marks: dict[str, tuple[int, int]] = {}
-
-        def on_line(ev: dict[str, Any], marks: dict[str, tuple[int, int]] = marks) -> None:
-            if ev.get("event") == "phase":
-                marks[f"{ev['kind']} {ev['edge']}"] = _counters(link)
-
-        spec = iobench.MetaSpec(dir=where, n=n, drop_caches=True, markers=True)
-        result = iobench.meta(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
-                              timeout=600 + 10 * n)  # fmt: skip
-        for op in result.ops:
-            start, end = marks.get(f"{op.op} start"), marks.get(f"{op.op} end")
-            row = {"op": op.op, "n": n, "done": op.done, "failed": op.failed, "seconds": op.seconds,
-                   "ops_seconds": op.ops_seconds, "sync_seconds": op.sync_seconds,
-                   "per_op_ms": op.seconds / max(op.n, 1) * 1e3,
-                   "packets": None if not (start and end) else end[0] - start[0],
-                   "bytes": None if not (start and end) else end[1] - start[1]}  # fmt: skip
-            rows.append(row)
-            if on_row:
-                on_row(row)
-        client.shell.run(f"rmdir {where}", timeout=120, check=False)
-    return rows
-
-
-def _micro(client: StorageGuest, spec: iobench.MicroSpec, on_line: Any = None) -> iobench.MicroResult:
-    return iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
-                         timeout=spec.limit_s + 900)  # fmt: skip
-
-
-def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink,
-          on_row: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """One round per thread count on a file set of ``set_bytes``; a row per round."""
-    files = max(1, run.set_bytes // run.file_size)
-    where = f"{mounts.MOUNT_POINT}/batch-{run.file_size}"
-    write_mode = "overwrite" if run.target == "swift" else "delete"
-    reheat_form = "default" if run.target == "swift" else "direct"
-    calm = link.profile.unimpaired()
-    with link.switched(calm, "warm-up and read set"):
-        if run.warmup:
-            warm = f"{mounts.MOUNT_POINT}/warmup"
-            iobench.prepare(iobench.PrepareSpec(dir=warm, size=1 << 20, files=100, threads=4),
-                            prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=900)  # fmt: skip
-            _micro(client, iobench.MicroSpec(dir=warm, op="read", size=1 << 20, files=100, form="sync"))
-            client.shell.run(f"rm -rf {warm}", timeout=600)
-        if run.op == "read":
-            iobench.prepare(iobench.PrepareSpec(dir=where, size=run.file_size, files=files),
-                            prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=3600)  # fmt: skip
-    rows: list[dict[str, Any]] = []
-    for threads in run.threads:
-        ceiling: float | None = None
-        if run.op == "read":
-            heat = iobench.MicroSpec(dir=where, op="read", size=run.file_size, files=files,
-                                     threads=REHEAT_THREADS, form=reheat_form)  # fmt: skip
-            with link.switched(calm, f"reheat before {threads} threads"):
-                ceiling = _micro(client, heat).mib_s
-        marks: dict[str, tuple[int, int]] = {}
-
-        def on_line(ev: dict[str, Any], marks: dict[str, tuple[int, int]] = marks) -> None:
-            if ev.get("event") == "start":
-                marks["start"] = _counters(link)
-
-        spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=files, threads=threads,
-                                 form=run.form, limit_s=run.limit_s, write_mode=write_mode,
-                                 drop_caches=True)  # fmt: skip
-        res = _micro(client, spec, on_line)
-        end = _counters(link)
-        start = marks.get("start", end)
-        link_bytes = end[1] - start[1]
-        row = {"family": "batch", "op": run.op, "form": run.form, "file_size": run.file_size, "files": files,
-               "threads": threads, "mib_s": res.mib_s, "serviced": res.serviced, "failed": res.failed,
-               "time_limit_hit": res.time_limit_hit, "seconds": res.internal_s, "bytes": res.bytes,
-               "link_bytes": link_bytes, "link_packets": end[0] - start[0],
-               "amplification": link_bytes / res.bytes if res.bytes else None,
-               "first_error": res.first_error, "ceiling_mib_s": ceiling,
-               "guest_bound": None if ceiling is None else res.mib_s >= GUEST_BOUND_FRACTION * ceiling,
-               }  # fmt: skip
-        rows.append(row)
-        if on_row:
-            on_row(row)
-    return rows
+    return mounts.mount_swift(client.shell, target, transfers=run.swift_transfers,
+                              vfs_cache_mode=run.rclone_cache_mode)  # fmt: skip
 
 
 def run_storage(run: StorageRun, prefix: str, workdir: Path,
@@ -245,11 +179,17 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
             out.target = dict(target.config)
             out.mount = _mount(run, client, target, link)
             out.guest = client.provenance()
+            probe = CpuProbe(client.shell, prefix, target)
             try:
                 if run.family == "metadata":
-                    out.ops = metadata(run, client, link, on_row)
+                    with probe.phase() as cpu:
+                        out.ops = metadata(run, client, link, on_row)
+                    out.cpu = cpu
+                elif run.family in MICRO:
+                    out.rounds = MICRO[run.family](run, client, link, on_row, probe)
                 else:
-                    out.rounds = batch(run, client, link, on_row)
+                    out.macro = run_macro(run, client, link, probe)
+                    out.cpu = out.macro.get("cpu", {})
             finally:
                 mounts.unmount(client.shell)
             out.link = {**link.describe(), "profile": run.profile.summary()}

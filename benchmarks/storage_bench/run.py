@@ -1,0 +1,247 @@
+"""Thesis 001 on this host: the storage_bench measurements of docs/storage-bench.md.
+
+Each run boots the client guest once and measures one target under one network row, with the job
+type's own parameters (``qoelab.jobs.storage_bench``); where the thesis sweeps thread counts or n,
+one boot serves every value (one round each) and each round becomes its own row, shaped as a
+``storage_bench`` trial's ``{"params", "summary"}`` so the sb001 findings judge them unchanged.
+Rows are appended to ``benchmarks/storage_bench/results/<set>.jsonl`` (an interrupted set resumes
+where it stopped); ``--table`` prints the Markdown tables and the findings' verdicts.
+
+    .venv/bin/python benchmarks/storage_bench/run.py --set meta-rtt
+    .venv/bin/python benchmarks/storage_bench/run.py --set batch-1mb
+    .venv/bin/python benchmarks/storage_bench/run.py --table
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import secrets
+import shutil
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "workers"))
+
+from qoelab.findings import evaluate, render_markdown  # noqa: E402
+from qoelab.findings.base import mean_ci  # noqa: E402
+from qoelab.jobs import storage_bench as job  # noqa: E402
+from qoelab.params import validate_params  # noqa: E402
+from qoelab.storage.trial import run_storage  # noqa: E402
+
+RESULTS = Path(__file__).with_name("results")
+TARGETS = ("nfs", "iscsi", "swift")
+ROWS = {  # the thesis' network rows (notes §2): RTT applied as RTT/2 each way
+    "ideal": {"rtt": "0ms"},
+    "latency": {"rtt": "50ms"},
+    "loss": {"rtt": "50ms", "loss": "0.1%"},
+    "realistic": {"rtt": "50ms", "loss": "0.1%", "jitter": "10ms"},
+}
+THREADS = (1, 4, 16, 32)
+
+
+def _batch(size: str, set_size: str, rows: tuple[str, ...]) -> list[tuple[dict[str, Any], str, tuple]]:
+    return [({"target": t, "family": "batch", "op": "read", "file_size": size, "set_size": set_size,
+              "limit": "45s", **ROWS[r]}, "threads", THREADS) for r in rows for t in TARGETS]  # fmt: skip
+
+
+# set -> runs: (point, the axis one boot sweeps, its values)
+SETS: dict[str, list[tuple[dict[str, Any], str, tuple]]] = {
+    "meta-rtt": [
+        ({"target": t, "family": "metadata", "rtt": f"{rtt}ms"}, "meta_n", (10, 100))
+        for rtt in (0, 20, 50, 160, 250)
+        for t in TARGETS
+    ],  # fmt: skip
+    "batch-1mb": _batch("1mb", "64mb", ("ideal", "latency", "realistic")),
+    "batch-4kb": _batch("4kb", "4mb", ("ideal", "latency", "realistic")),
+    "batch-16mb": _batch("16mb", "128mb", ("ideal", "latency", "realistic")),
+    "single": [
+        ({"target": t, "family": "single", "op": op, "file_size": size, "rtt": "0ms"}, "", ())
+        for t in TARGETS
+        for op in ("read", "write")
+        for size in ("4kb", "64kb", "1mb", "16mb")
+    ],  # fmt: skip
+    "macro": [
+        ({"target": t, "family": fam, "seconds": "120s", **ROWS[r]}, "", ())
+        for fam in ("varmail", "fileserver")
+        for r in ("ideal", "latency")
+        for t in TARGETS
+    ],  # fmt: skip
+    "schedulers": [
+        (
+            {
+                "target": "iscsi",
+                "family": "batch",
+                "op": "read",
+                "form": "sync",
+                "file_size": "1mb",
+                "set_size": "64mb",
+                "limit": "45s",
+                "rtt": "50ms",
+                "scheduler": s,
+            },
+            "threads",
+            THREADS,
+        )
+        for s in ("mq-deadline", "bfq")
+    ],  # fmt: skip
+}
+
+
+def _key(point: dict[str, Any]) -> str:
+    return json.dumps(point, sort_keys=True)
+
+
+def run_set(name: str) -> None:
+    path = RESULTS / f"{name}.jsonl"
+    done = set()
+    if path.exists():
+        done = {json.loads(line)["run"] for line in path.read_text().splitlines() if line.strip()}
+    RESULTS.mkdir(exist_ok=True)
+    for point, axis, values in SETS[name]:
+        if _key(point) in done:
+            continue
+        params = validate_params(job.StorageBenchParams, point)
+        run = job.storage_run(params)
+        if axis == "threads":
+            run = dataclasses.replace(run, threads=tuple(values))
+        elif axis == "meta_n":
+            run = dataclasses.replace(run, meta_n=tuple(values))
+        work = Path(tempfile.mkdtemp(prefix="qoelab-sb-bench-"))
+        started = time.monotonic()
+        try:
+            out = run_storage(run, "qsb" + secrets.token_hex(3), work)
+        except Exception as err:  # one failed run is recorded and the set goes on
+            print(f"FAILED {point}: {type(err).__name__}: {err}", flush=True)
+            with path.open("a") as f:
+                f.write(json.dumps({"run": _key(point), "params": point, "error": str(err)}) + "\n")
+            continue
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        wall = round(time.monotonic() - started, 1)
+        resolved = params.model_dump(mode="json")
+        rows = []
+        if axis == "meta_n":
+            for n in values:
+                ops = [r for r in out.ops if r["n"] == n]
+                rows.append(({**resolved, "meta_n": n}, job.summarize("metadata", SimpleNamespace(ops=ops))))
+        elif out.rounds:
+            for r in out.rounds:
+                params_r = {**resolved, "threads": r.get("threads", resolved["threads"])}
+                rows.append((params_r, job.summarize(params.family, SimpleNamespace(rounds=[r], ops=[]))))
+        else:
+            rows.append((resolved, job.summarize(params.family, out)))
+        with path.open("a") as f:
+            for p, s in rows:
+                rec = {"run": _key(point), "params": p, "summary": s, "wall_s": wall,
+                       "accel": out.guest.get("accel"), "mount": out.mount}  # fmt: skip
+                f.write(json.dumps(rec, default=str) + "\n")
+        shown = [
+            f"{k}={v:.3g}" for _, s in rows for k, v in s.items() if k in ("mib_s", "mkdir_ms_per_op", "iops")
+        ]
+        print(f"{name}: {point} in {wall} s: " + "; ".join(shown), flush=True)
+
+
+def load(names: list[str] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for path in sorted(RESULTS.glob("*.jsonl")):
+        if names and path.stem not in names:
+            continue
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in rows if "summary" in r]
+
+
+def _cell(values: list[float], fmt: str = "{:.3g}") -> str:
+    st = mean_ci(values)
+    if st.mean is None:
+        return "—"
+    return fmt.format(st.mean) + (f" ± {fmt.format(st.mean - st.ci_low)}" if st.has_ci else "")
+
+
+def _row_name(p: dict[str, Any]) -> str:
+    """The thesis' name of a network row (ideal, latency, loss, realistic), else its numbers."""
+    from qoelab.units import parse_duration, parse_percent
+
+    got = (round(p.get("rtt", 0) * 1e3), round(p.get("loss", 0), 3), round(p.get("jitter", 0) * 1e3))
+    for name, spec in ROWS.items():
+        want = (round(parse_duration(spec["rtt"], "rtt") * 1e3), round(parse_percent(spec.get("loss", "0%"),
+                "loss"), 3), round(parse_duration(spec.get("jitter", "0ms"), "jitter") * 1e3))  # fmt: skip
+        if got == want:
+            return name
+    return f"{got[0]} ms, {got[1]:g} %"
+
+
+def tables(rows: list[dict[str, Any]]) -> str:
+    out = []
+    meta = [r for r in rows if r["params"]["family"] == "metadata"]
+    if meta:
+        out.append("### Metadata: ms per operation against RTT (n = 100, 100 Mbit/s)\n")
+        rtts = sorted({r["params"]["rtt"] for r in meta})
+        out.append("| target | kind | " + " | ".join(f"{x * 1e3:g} ms" for x in rtts) + " |")
+        out.append("|---|---|" + "---|" * len(rtts))
+        for t in TARGETS:
+            for kind in ("mkdir", "touch", "unlink", "rmdir"):
+                mine = [r for r in meta if r["params"]["target"] == t and r["params"]["meta_n"] == 100]
+                per_op = f"{kind}_ms_per_op"
+                cells = [
+                    _cell([r["summary"].get(per_op) for r in mine if r["params"]["rtt"] == x], "{:.1f}")
+                    for x in rtts
+                ]
+                out.append(f"| {t} | {kind} | " + " | ".join(cells) + " |")
+        out.append("")
+    batch = [
+        r
+        for r in rows
+        if r["params"]["family"] == "batch"
+        and r["params"].get("scheduler") in (None, "mq-deadline")
+        or (r["params"]["family"] == "batch" and r["params"]["target"] != "iscsi")
+    ]
+    groups: dict[tuple[int, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in batch:
+        if r["params"].get("form") not in (None, "direct", "default"):
+            continue
+        groups[(r["params"]["file_size"], _row_name(r["params"]))].append(r)
+    for (size, net), rs in sorted(groups.items()):
+        out.append(f"### Batch reads, {size // 1024} KiB files, {net}: MiB/s against threads "
+                   "(* = within 80 % of the guest's ceiling)\n")  # fmt: skip
+        threads = sorted({r["params"]["threads"] for r in rs})
+        out.append("| target | " + " | ".join(str(t) for t in threads) + " | ceiling |")
+        out.append("|---|" + "---|" * (len(threads) + 1))
+        for t in TARGETS:
+            cells = []
+            for th in threads:
+                these = [r for r in rs if r["params"]["target"] == t and r["params"]["threads"] == th]
+                bound = any(r["summary"].get("guest_bound") for r in these)
+                cells.append(
+                    _cell([r["summary"].get("mib_s") for r in these], "{:.2f}") + ("*" if bound else "")
+                )
+            ceiling = _cell(
+                [r["summary"].get("ceiling_mib_s") for r in rs if r["params"]["target"] == t], "{:.1f}"
+            )
+            out.append(f"| {t} | " + " | ".join(cells) + f" | {ceiling} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", choices=sorted(SETS), action="append", help="run this set (repeatable)")
+    ap.add_argument("--table", action="store_true", help="print the tables and the findings")
+    args = ap.parse_args()
+    for name in args.set or []:
+        run_set(name)
+    if args.table:
+        rows = load()
+        print(tables(rows))
+        print(render_markdown(evaluate("sb001", rows), title="Thesis 001 findings on these runs", level=3))
+
+
+if __name__ == "__main__":
+    main()

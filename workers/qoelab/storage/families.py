@@ -1,0 +1,209 @@
+"""The microbenchmark and metadata families of one storage run (thesis 001, notes §3, Ch. 4-5).
+
+Each takes the run's parameters, the client guest and the link, runs the benchmark tool in the guest
+(``iobench``) and returns its rows. ``probe`` (a ``measure.CpuProbe``) adds the client's CPU busy
+fraction and the server processes' CPU seconds per round (``cpu_client``, ``cpu_server``).
+
+- ``metadata`` (notes §3.6, Ch. 5): for each n, a fresh directory, then n × mkdir, n × touch, one ls,
+  n × unlink, n × rmdir, a ``sync`` closing each kind and the client's cache dropped between kinds;
+  per kind the completion time and the packets and bytes the link carried in both directions, read
+  from the emulator's counters at the tool's phase markers (the thesis read them from a capture).
+- ``batch`` (notes §3.3-§3.5, §4.5-4.6): a file set of ``set_bytes`` in files of ``file_size``
+  (access unit = file size), one round per thread count, each with the client's cache dropped and a
+  ``limit_s`` time limit. Reads use a read set made beforehand; before each read round the server's
+  cache is reheated by reading the set with 32 threads over the unimpaired link (the thesis switched
+  its emulator off for that). Writes delete the previous round's files first (NFS, iSCSI) or
+  overwrite them (Swift). Amplification = bytes on the link in both directions during the round /
+  bytes the application moved (for a batch the thesis divides line rate by throughput: the same
+  ratio). The reheat's throughput is the guest's ceiling for the set with nothing emulated in the
+  way; a read round above ``GUEST_BOUND_FRACTION`` of it is marked ``guest_bound`` (writes: None).
+- ``single`` (§3.3 single-file access, §4.4, Fig. 4.3): one file of ``file_size``, access unit =
+  file size, one thread, one round; reads read a file made beforehand over the unimpaired link
+  with the server reheated as in a batch. Amplification = link bytes in both directions / file size
+  (the thesis' single-file definition, §3.5; Fig. 4.9).
+- ``unit`` (§3.3 access-unit sweep, §4.3, Fig. 4.2): one file of ``file_size`` (the thesis: 16 MiB)
+  read or written in units of each of ``units``, one round each, one thread; the whole file is
+  written once before (over the unimpaired link), and before each read round read once (the
+  reheat), the client's cache dropped before each round.
+
+The warm-up of a new target (100 × 1 MiB written, read with O_SYNC, deleted; notes §3.1) runs over the
+unimpaired link before the first microbenchmark round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from qoelab.emulation.topology import EmulatedLink
+from qoelab.storage import iobench, mounts
+from qoelab.storage.guest import StorageGuest
+from qoelab.storage.measure import GUEST_TOOL, CpuProbe, counters, maybe_phase
+
+if TYPE_CHECKING:
+    from qoelab.storage.trial import StorageRun
+
+OnRow = Callable[[dict[str, Any]], None] | None
+REHEAT_THREADS = 32  # [repo] the author's reheat read the set with 32 threads
+# A round within this fraction of what the guest reads with no emulator in the way (the reheat) may
+# be measuring the TCG guest, not the storage system (the issue's "guest-bound" mark).
+GUEST_BOUND_FRACTION = 0.8
+
+
+def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+             probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The metadata family for each n; a row per kind with its time, packets and bytes."""
+    rows: list[dict[str, Any]] = []
+    for n in run.meta_n:
+        where = f"{mounts.MOUNT_POINT}/meta-{n}"
+        client.shell.run(f"mkdir -p {where}", timeout=120)
+        marks: dict[str, tuple[int, int]] = {}
+
+        def on_line(ev: dict[str, Any], marks: dict[str, tuple[int, int]] = marks) -> None:
+            if ev.get("event") == "phase":
+                marks[f"{ev['kind']} {ev['edge']}"] = counters(link)
+
+        spec = iobench.MetaSpec(dir=where, n=n, drop_caches=True, markers=True)
+        result = iobench.meta(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
+                              timeout=600 + 10 * n)  # fmt: skip
+        for op in result.ops:
+            start, end = marks.get(f"{op.op} start"), marks.get(f"{op.op} end")
+            row = {"op": op.op, "n": n, "done": op.done, "failed": op.failed, "seconds": op.seconds,
+                   "ops_seconds": op.ops_seconds, "sync_seconds": op.sync_seconds,
+                   "per_op_ms": op.seconds / max(op.n, 1) * 1e3,
+                   "packets": None if not (start and end) else end[0] - start[0],
+                   "bytes": None if not (start and end) else end[1] - start[1]}  # fmt: skip
+            rows.append(row)
+            if on_row:
+                on_row(row)
+        client.shell.run(f"rmdir {where}", timeout=120, check=False)
+    return rows
+
+
+def _micro(client: StorageGuest, spec: iobench.MicroSpec, on_line: Any = None) -> iobench.MicroResult:
+    return iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
+                         timeout=spec.limit_s + 900)  # fmt: skip
+
+
+def _prepare(client: StorageGuest, spec: iobench.PrepareSpec) -> None:
+    iobench.prepare(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=3600)
+
+
+def _warmup(client: StorageGuest) -> None:
+    """Notes §3.1: a new target gets 100 × 1 MiB written, read (O_SYNC) and deleted (caller: unimpaired)."""
+    warm = f"{mounts.MOUNT_POINT}/warmup"
+    _prepare(client, iobench.PrepareSpec(dir=warm, size=1 << 20, files=100, threads=4))
+    _micro(client, iobench.MicroSpec(dir=warm, op="read", size=1 << 20, files=100, form="sync"))
+    client.shell.run(f"rm -rf {warm}", timeout=600)
+
+
+def _write_mode(run: StorageRun) -> str:
+    return "overwrite" if run.target == "swift" else "delete"  # notes §3.4
+
+
+def _reheat(run: StorageRun, client: StorageGuest, link: EmulatedLink, where: str, files: int,
+            threads: int, reason: str) -> float:  # fmt: skip
+    """Read the set over the unimpaired link (the server's cache warm); its MiB/s: the guest's ceiling."""
+    form = "default" if run.target == "swift" else "direct"
+    heat = iobench.MicroSpec(dir=where, op="read", size=run.file_size, files=files, threads=threads,
+                             form=form)  # fmt: skip
+    with link.switched(link.profile.unimpaired(), reason):
+        return _micro(client, heat).mib_s
+
+
+def _round(run: StorageRun, client: StorageGuest, link: EmulatedLink, probe: CpuProbe | None,
+           spec: iobench.MicroSpec, family: str, ceiling: float | None) -> dict[str, Any]:  # fmt: skip
+    """One measured round: the tool's counts, the link's bytes from its ``start`` line on, the CPU."""
+    marks: dict[str, tuple[int, int]] = {}
+
+    def on_line(ev: dict[str, Any]) -> None:
+        if ev.get("event") == "start":
+            marks["start"] = counters(link)
+
+    with maybe_phase(probe) as cpu:
+        res = _micro(client, spec, on_line)
+    end = counters(link)
+    start = marks.get("start", end)
+    link_bytes = end[1] - start[1]
+    return {"family": family, "op": spec.op, "form": spec.form, "file_size": spec.size, "files": spec.files,
+            "threads": spec.threads, "mib_s": res.mib_s, "serviced": res.serviced, "failed": res.failed,
+            "time_limit_hit": res.time_limit_hit, "seconds": res.internal_s, "bytes": res.bytes,
+            "link_bytes": link_bytes, "link_packets": end[0] - start[0],
+            "amplification": link_bytes / res.bytes if res.bytes else None,
+            "first_error": res.first_error, "ceiling_mib_s": ceiling,
+            "guest_bound": None if ceiling is None else res.mib_s >= GUEST_BOUND_FRACTION * ceiling,
+            "cpu_client": cpu.get("cpu_client"), "cpu_server": cpu.get("cpu_server")}  # fmt: skip
+
+
+def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+          probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One round per thread count on a file set of ``set_bytes``; a row per round."""
+    files = max(1, run.set_bytes // run.file_size)
+    where = f"{mounts.MOUNT_POINT}/batch-{run.file_size}"
+    with link.switched(link.profile.unimpaired(), "warm-up and read set"):
+        if run.warmup:
+            _warmup(client)
+        if run.op == "read":
+            _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=files))
+    rows: list[dict[str, Any]] = []
+    for threads in run.threads:
+        ceiling = None
+        if run.op == "read":
+            reason = f"reheat before {threads} threads"
+            ceiling = _reheat(run, client, link, where, files, REHEAT_THREADS, reason)
+        spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=files, threads=threads,
+                                 form=run.form, limit_s=run.limit_s, write_mode=_write_mode(run),
+                                 drop_caches=True)  # fmt: skip
+        row = _round(run, client, link, probe, spec, "batch", ceiling)
+        rows.append(row)
+        if on_row:
+            on_row(row)
+    return rows
+
+
+def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+           probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One file of ``file_size`` read or written whole by one thread; amplification per file size."""
+    where = f"{mounts.MOUNT_POINT}/single-{run.file_size}"
+    with link.switched(link.profile.unimpaired(), "warm-up and file"):
+        if run.warmup:
+            _warmup(client)
+        if run.op == "read":
+            _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=1, threads=1))
+    ceiling = _reheat(run, client, link, where, 1, 1, "reheat") if run.op == "read" else None
+    spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
+                             limit_s=run.limit_s, write_mode=_write_mode(run), drop_caches=True)  # fmt: skip
+    row = _round(run, client, link, probe, spec, "single", ceiling)
+    # Notes §3.5: single-file amplification = bytes in both directions / file size.
+    row["amplification"] = row["link_bytes"] / run.file_size
+    if on_row:
+        on_row(row)
+    return [row]
+
+
+def unit(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+         probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """One file of ``file_size`` accessed in units of each of ``run.units``; a row per unit."""
+    where = f"{mounts.MOUNT_POINT}/unit-{run.file_size}"
+    with link.switched(link.profile.unimpaired(), "warm-up and file"):
+        if run.warmup:
+            _warmup(client)
+        # Notes §3.3: before the sweep the whole file is written once (reads: and read once per round).
+        _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=1, threads=1))
+    rows: list[dict[str, Any]] = []
+    for size in run.units:
+        ceiling = None
+        if run.op == "read":
+            ceiling = _reheat(run, client, link, where, 1, 1, f"reheat before unit {size}")
+        spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
+                                 unit=size, limit_s=run.limit_s, write_mode=_write_mode(run),
+                                 drop_caches=True)  # fmt: skip
+        row = _round(run, client, link, probe, spec, "unit", ceiling)
+        row["unit"] = size
+        rows.append(row)
+        if on_row:
+            on_row(row)
+    return rows
+
+
+MICRO = {"batch": batch, "single": single, "unit": unit}
