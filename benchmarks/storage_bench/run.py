@@ -69,7 +69,18 @@ SETS: dict[str, list[tuple[dict[str, Any], str, tuple]]] = {
         for size in ("4kb", "64kb", "1mb", "16mb")
     ],  # fmt: skip
     "macro": [
-        ({"target": t, "family": fam, "seconds": "120s", **ROWS[r]}, "", ())
+        # fileserver with 2,000 files: its stock 10,000 of 128 KiB are 1 GB to preallocate from a TCG guest
+        (
+            {
+                "target": t,
+                "family": fam,
+                "seconds": "120s",
+                **ROWS[r],
+                **({"files": 2000} if fam == "fileserver" else {}),
+            },
+            "",
+            (),
+        )
         for fam in ("varmail", "fileserver")
         for r in ("ideal", "latency")
         for t in TARGETS
@@ -230,6 +241,67 @@ def tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+# Tables 6.1-6.3 at 100 Mbit/s (notes §5.10-§5.12): (NFS, iSCSI CFQ, iSCSI deadline, Swift)
+THESIS_MACRO = {
+    ("postmark", "ideal"): (1642, 23, 20, 3781),  # completion time, s
+    ("postmark", "latency"): (11681, 22, 22, 15506),
+    ("varmail", "ideal"): (463, 3783, 3817, 161),  # IOPS
+    ("varmail", "latency"): (41, 626, 629, 102),
+    ("fileserver", "ideal"): (322, 2121, 2166, 98),
+    ("fileserver", "latency"): (35, 1416, 1776, 98),
+}
+MACRO_COLUMNS = (("nfs", None), ("iscsi", "bfq"), ("iscsi", "mq-deadline"), ("swift", None))
+
+
+def _column(p: dict[str, Any], net: str, target: str, scheduler: str | None) -> bool:
+    same = _row_name(p) == net and p["target"] == target
+    return same and (scheduler is None or p.get("scheduler") == scheduler)
+
+
+def macro_table(rows: list[dict[str, Any]]) -> str:
+    """Tables 6.1-6.3's layout: a row per network row, a column per system, the thesis' beside."""
+    out = []
+    for fam, metric, unit in (("postmark", "postmark_s", "s"), ("varmail", "iops", "IOPS"),
+                              ("fileserver", "iops", "IOPS")):  # fmt: skip
+        these = [r for r in rows if r["params"]["family"] == fam]
+        if not these:
+            continue
+        out.append(f"### {fam} ({unit}; the thesis' 100 Mbit/s value in brackets)\n")
+        out.append("| network | NFS | iSCSI bfq (CFQ) | iSCSI mq-deadline (deadline) | Swift |")
+        out.append("|---|---|---|---|---|")
+        for net in ROWS:
+            cells = []
+            for i, (target, sched) in enumerate(MACRO_COLUMNS):
+                mine = [r["summary"].get(metric) for r in these if _column(r["params"], net, target, sched)]
+                thesis = THESIS_MACRO.get((fam, net))
+                cells.append(_cell(mine, "{:.0f}") + (f" ({thesis[i]})" if thesis else ""))
+            if any(not c.startswith("—") for c in cells):
+                out.append(f"| {net} | " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def single_table(rows: list[dict[str, Any]]) -> str:
+    """Fig. 4.9's single-file amplification, beside iSCSI's (148 + s)/s and (204 + s)/s."""
+    these = [r for r in rows if r["params"]["family"] == "single"]
+    if not these:
+        return ""
+    sizes = sorted({r["params"]["file_size"] for r in these})
+    out = ["### Single-file amplification, ideal network (link bytes both ways / file bytes)\n",
+           "| target | op | " + " | ".join(f"{s // 1024} KiB" for s in sizes) + " |",
+           "|---|---|" + "---|" * len(sizes)]  # fmt: skip
+    for t in TARGETS:
+        for op in ("read", "write"):
+            cells = [_cell([r["summary"].get("amplification") for r in these if r["params"]["target"] == t
+                            and r["params"]["op"] == op and r["params"]["file_size"] == s], "{:.2f}")
+                     for s in sizes]  # fmt: skip
+            out.append(f"| {t} | {op} | " + " | ".join(cells) + " |")
+    for op, extra in (("read", 148), ("write", 204)):
+        out.append(f"| thesis iSCSI | {op} | " + " | ".join(f"{(extra + s / 1024) / (s / 1024):.2f}"
+                                                          for s in sizes) + " |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", choices=sorted(SETS), action="append", help="run this set (repeatable)")
@@ -240,6 +312,8 @@ def main() -> None:
     if args.table:
         rows = load()
         print(tables(rows))
+        print(single_table(rows))
+        print(macro_table(rows))
         print(render_markdown(evaluate("sb001", rows), title="Thesis 001 findings on these runs", level=3))
 
 

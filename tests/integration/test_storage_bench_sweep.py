@@ -10,26 +10,11 @@ from typing import Any
 
 import pytest
 
-from qoelab.storage import iobench
-from qoelab.vm.image import MissingImageError, load_image
-
 pytestmark = [pytest.mark.celery, pytest.mark.netns, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _guest_image() -> None:
-    try:
-        img = load_image()
-    except MissingImageError as err:
-        pytest.skip(f"no guest image: run make vm-image ({err})")
-    if not (img.directory / "root-key").is_file():
-        pytest.skip("the guest image predates the storage client (no root-key): run make vm-image")
-    if not iobench.binary().exists():
-        pytest.fail(iobench.NOT_BUILT)
-
-
 def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
-    lab_stack: Any, alice: Any, settings: Any
+    storage_guest_image: Any, lab_stack: Any, alice: Any, settings: Any
 ) -> None:
     from django.test import Client
 
@@ -72,8 +57,12 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         # the warm-up, the read set and the reheat ran with the emulator out of the way, and back
         reasons = [sw["reason"] for sw in link["switches"]]
         assert any("reheat" in r for r in reasons) and len(reasons) % 2 == 0, reasons
+        # the link verified before the target started (in full once per condition, then short)
+        assert link["verification"]["checks"], link["verification"]
         prov = t["provenance"]
         assert prov["client"]["tcp"]["sysctl"]["tcp_congestion_control"] == "cubic", prov["client"]
+        assert prov["client"]["offloads"]["tso"].startswith("off"), prov["client"]["offloads"]
+        assert prov["target"]["disk_baseline"]["read_mib_s"] > 0, prov["target"]
         assert prov["client"]["accel"] in ("kvm", "tcg")
         assert prov["substitutions"], prov
     assert "[mq-deadline]" in trials["iscsi"]["provenance"]["mount"]["scheduler"]  # the chosen one

@@ -10,8 +10,6 @@ import sys
 
 import pytest
 
-from qoelab.vm.image import MissingImageError, load_image
-
 
 def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "qoelab.cli", "storage", "bench", *args]
@@ -45,14 +43,7 @@ def test_bad_options_are_refused_naming_the_field(args: list[str], words: str) -
 
 @pytest.mark.slow
 @pytest.mark.netns
-def test_a_metadata_run_ties_operation_times_to_the_rtt() -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (namespaces, the guest's tap)")
-    try:
-        if not (load_image().directory / "root-key").is_file():
-            pytest.skip("the guest image predates the storage client: run make vm-image")
-    except MissingImageError as err:
-        pytest.skip(f"no guest image: run make vm-image ({err})")
+def test_a_metadata_run_ties_operation_times_to_the_rtt(storage_guest_image) -> None:
     res = bench("--target", "nfs", "--family", "metadata", "--rtt", "40ms", "--n", "2", "--json")
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(res.stdout)
@@ -69,7 +60,7 @@ def test_a_metadata_run_ties_operation_times_to_the_rtt() -> None:
 
 @pytest.mark.slow
 @pytest.mark.netns
-def test_a_killed_run_leaves_nothing_after_cleanup() -> None:
+def test_a_killed_run_leaves_nothing_after_cleanup(storage_guest_image) -> None:
     """SIGKILL while the guest boots: the worker's cleanup by prefix removes the guest, the targets'
     servers and mounts, the namespaces and the ssh sockets."""
     import signal
@@ -82,12 +73,6 @@ def test_a_killed_run_leaves_nothing_after_cleanup() -> None:
     from qoelab.storage.targets import find_servers
     from qoelab.vm.guest import find_qemu_processes
 
-    if os.geteuid() != 0:
-        pytest.skip("needs root (namespaces, the guest's tap)")
-    try:
-        load_image()
-    except MissingImageError as err:
-        pytest.skip(f"no guest image: run make vm-image ({err})")
     before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
     argv = [sys.executable, "-m", "qoelab.cli", "storage", "bench", "--target", "nfs", "--rtt", "10ms"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import secrets
 from pathlib import Path
 
@@ -23,28 +22,12 @@ from qoelab.storage.nfs import nfs_target
 from qoelab.storage.swift import swift_target
 from qoelab.storage.targets import cleanup_leftovers, find_servers, iscsi_target
 from qoelab.storage.trial import StorageRun
-from qoelab.vm.image import MissingImageError, load_image
 
 pytestmark = [pytest.mark.slow, pytest.mark.netns]
 RTT_MS = 40.0
 
 
-@pytest.fixture(scope="module")
-def image():
-    if os.geteuid() != 0:
-        pytest.skip("needs root (network namespaces, tap devices, mounts)")
-    try:
-        img = load_image()
-    except MissingImageError as err:
-        pytest.skip(f"no guest image: run make vm-image ({err})")
-    if not (img.directory / "root-key").is_file():
-        pytest.skip("the guest image predates the storage client (no root-key): run make vm-image")
-    if not iobench.binary().exists():
-        pytest.fail(iobench.NOT_BUILT)
-    return img
-
-
-def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(image, tmp_path: Path) -> None:
+def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_image, tmp_path: Path) -> None:
     prefix = "qsg" + secrets.token_hex(3)
     profile = LinkProfile.parse(rate="100mbit", delay=f"{RTT_MS / 2:g}ms", up_delay=f"{RTT_MS / 2:g}ms",
                                 tcp=TcpSettings(cc="cubic", no_metrics_save=True))  # fmt: skip
@@ -61,6 +44,10 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(image, tmp_path: P
                 # The guest's TCP is the trial's: read back from its kernel.
                 assert client.tcp["sysctl"]["tcp_congestion_control"] == "cubic"
                 assert client.tcp["sysctl"]["tcp_no_metrics_save"] == "1"
+                # Fig. 3.2 / §4: the client's TCP offloads off, read back from its NIC
+                assert all(client.offloads[k].startswith("off") for k in ("tso", "gso", "gro")), (
+                    client.offloads
+                )
                 mount = mounts.mount_nfs(client.shell, target, link.server_ip)
                 assert mount["fstype"] == "nfs4" and "vers=4.2" in mount["options"], mount
                 before = link.emulator.stats()

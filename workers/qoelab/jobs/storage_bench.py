@@ -10,6 +10,7 @@ parameter on the x axis. docs/storage-bench.md; ../shared/notes/seed-storage-ben
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any, Literal
@@ -97,6 +98,11 @@ class StorageBenchParams(LinkParams):
     )
     swift_transfers: int = Field(default=4, ge=1, le=64, description="Swift: rclone's parallel connections")
     transactions: int = Field(default=25_000, ge=10, le=1_000_000, description="postmark: transactions")
+    verify_duration: p.Duration(0.0, 60.0) = Field(  # type: ignore[valid-type]
+        default=2.0,
+        description="verify the emulated link first, this long per direction (in full once per condition and "
+        "host, then a short check; 0 = not at all)",
+    )
     files: int | None = Field(
         default=None,
         ge=10,
@@ -143,14 +149,8 @@ class StorageBenchParams(LinkParams):
         return self.form or ("default" if self.target == "swift" else "direct")
 
     def tcp_settings(self) -> TcpSettings:
-        return TcpSettings(
-            cc=self.tcp_cc,
-            sack=self.tcp_sack,
-            rmem_max=None if self.tcp_rmem_max is None else int(self.tcp_rmem_max),
-            wmem_max=None if self.tcp_wmem_max is None else int(self.tcp_wmem_max),
-            rto_min_s=self.rto_min,
-            no_metrics_save=True,  # Fig. 3.2: each connection starts from scratch
-        ).validate()
+        # Fig. 3.2: each connection starts from scratch (tcp_no_metrics_save = 1)
+        return dataclasses.replace(super().tcp_settings(), no_metrics_save=True).validate()
 
     def to_profile(self, seed: int = 1) -> LinkProfile:
         one_way = float(self.rtt) / 2
@@ -264,7 +264,11 @@ def run(params: StorageBenchParams, ctx: TrialContext) -> TrialResult:
         ctx.log.info("%s", json.dumps({k: v for k, v in row.items() if not isinstance(v, dict | list)},
                                       default=str))  # fmt: skip
 
-    out = run_storage(storage_run(params), ctx.prefix, ctx.workdir / "run", on_row=on_row)
+    run = storage_run(params)
+    # Full verifications outlive the trial in the host's work root (qoelab.emulation.reuse).
+    run = dataclasses.replace(run, verify_s=float(params.verify_duration) or None,
+                              verified_links=ctx.workdir.parent / "verified-links")  # fmt: skip
+    out = run_storage(run, ctx.prefix, ctx.workdir / "run", on_row=on_row)
     samples = [Sample("op", i, _flat(row)) for i, row in enumerate(out.ops)]
     samples += [Sample("round", i, _flat(row)) for i, row in enumerate(out.rounds)]
     detail = ctx.workdir / "storage_bench.json"

@@ -124,10 +124,31 @@ class StorageGuest:
     guest: RunningGuest
     shell: GuestShell
     tcp: dict[str, Any] = field(default_factory=dict)  # what the guest's TCP was set to, read back
+    offloads: dict[str, Any] = field(default_factory=dict)  # the NIC's offloads, read back
 
     def provenance(self) -> dict[str, Any]:
         kernel = self.shell.run("uname -r", timeout=30).stdout.strip()
-        return {**self.guest.provenance(), "role": "storage client", "kernel": kernel, "tcp": self.tcp}
+        return {**self.guest.provenance(), "role": "storage client", "kernel": kernel, "tcp": self.tcp,
+                "offloads": self.offloads}  # fmt: skip
+
+
+OFFLOADS = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
+            "gro": "generic-receive-offload"}  # fmt: skip
+
+
+def disable_offloads(shell: GuestShell) -> dict[str, Any]:
+    """The thesis kept TCP offloads off on its client (notes §1.4, §4): segmentation and receive
+    offloads off on the guest's NIC, read back (a feature the NIC cannot change is reported as is)."""
+    dev = shell.run(f"ip -o route get {GUEST_IP.rsplit('.', 1)[0]}.1", timeout=30).stdout.split(" dev ")
+    nic = dev[1].split()[0] if len(dev) > 1 else "eth0"
+    shell.run(f"ethtool -K {shlex.quote(nic)} " + " ".join(f"{k} off" for k in OFFLOADS), timeout=30,
+              check=False)  # fmt: skip
+    shown = shell.run(f"ethtool -k {shlex.quote(nic)}", timeout=30, check=False).stdout
+    state = {}
+    for key, name in OFFLOADS.items():
+        line = next((ln for ln in shown.splitlines() if ln.strip().startswith(name + ":")), "")
+        state[key] = line.split(":", 1)[1].strip() if line else "unknown"
+    return {"nic": nic, **state}
 
 
 def apply_tcp(shell: GuestShell, settings: tcp.TcpSettings, link: EmulatedLink) -> dict[str, Any]:
@@ -175,6 +196,7 @@ def client_guest(
                            extra_append=HEADLESS_APPEND, ready=ready) as guest:  # fmt: skip
             client = StorageGuest(guest, shell)
             client.tcp = apply_tcp(shell, link.profile.tcp, link)
+            client.offloads = disable_offloads(shell)
             for tool in tools:
                 shell.put(tool, f"/usr/local/bin/{Path(tool).name}")
             yield client

@@ -7,18 +7,22 @@ and after (read over the guest shell), and the CPU seconds the target's server p
 (psutil: the processes marked ``QOELAB_LINK_PREFIX=<prefix>`` that are storage servers, the target's
 own processes and their children). The thesis found the CPU below 10 % in most experiments; here the
 guest runs under TCG, so its busy fraction says when the client, not the network, set the pace.
+``disk_baseline``: the backing store's ``dd`` speed (the thesis' Appendix B baseline).
 """
 
 from __future__ import annotations
 
 import contextlib
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
 
+from qoelab.emulation.system import find_tool
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.storage.guest import GuestShell
 from qoelab.storage.targets import find_servers
@@ -132,3 +136,31 @@ def maybe_phase(probe: CpuProbe | None) -> Iterator[dict[str, Any]]:
     else:
         with probe.phase() as cpu:
             yield cpu
+
+
+def disk_baseline(directory: Path, size_mib: int = 64) -> dict[str, Any]:
+    """The backing store's own speed, as the thesis' Appendix B measured its server's disk: ``dd``
+    with O_DIRECT in 1 MiB blocks, written (with a final fsync) then read, in ``directory``."""
+    path = Path(directory) / ".qoelab-dd-baseline"
+    dd = find_tool("dd", "coreutils")
+    out: dict[str, Any] = {
+        "tool": "dd, O_DIRECT, 1 MiB blocks",
+        "bytes": size_mib << 20,
+        "path": str(directory),
+    }
+    try:
+        for name, argv in (
+            ("write", [dd, "if=/dev/zero", f"of={path}", "bs=1M", f"count={size_mib}", "oflag=direct",
+                       "conv=fsync"]),
+            ("read", [dd, f"if={path}", "of=/dev/null", "bs=1M", "iflag=direct"]),
+        ):  # fmt: skip
+            t0 = time.monotonic()
+            res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+            seconds = time.monotonic() - t0
+            if res.returncode != 0:  # e.g. a file system without O_DIRECT: say so, the run goes on
+                out[f"{name}_error"] = res.stderr.strip()[-200:]
+                break
+            out[f"{name}_mib_s"] = round(size_mib / seconds, 1)
+    finally:
+        path.unlink(missing_ok=True)
+    return out

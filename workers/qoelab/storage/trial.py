@@ -21,13 +21,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qoelab.emulation.profile import LinkProfile
+from qoelab.emulation.reuse import verify_condition
 from qoelab.emulation.topology import EmulatedLink, emulated_link
 from qoelab.errors import ParameterError
 from qoelab.storage import iobench, mounts
 from qoelab.storage.families import GUEST_BOUND_FRACTION, MICRO, REHEAT_THREADS, batch, metadata
 from qoelab.storage.guest import StorageGuest, client_guest
 from qoelab.storage.macro import MACRO, run_macro
-from qoelab.storage.measure import GUEST_TOOL, CpuProbe
+from qoelab.storage.measure import GUEST_TOOL, CpuProbe, disk_baseline
 from qoelab.storage.nfs import nfs_target
 from qoelab.storage.swift import swift_target
 from qoelab.storage.targets import cleanup_leftovers, iscsi_target
@@ -73,6 +74,8 @@ class StorageRun:
     macro_seconds: float = 120.0  # varmail, fileserver: run phase (the thesis read IOPS after 120 s)
     swift_cache_mode: str | None = None  # rclone --vfs-cache-mode; None: off, writes for the macro families
     macro_files: int | None = None  # varmail, fileserver: files (None: the personality's 1000 / 10000)
+    verify_s: float | None = None  # verify the emulated link first (qoelab.emulation.reuse), this long
+    verified_links: Path | None = None  # where full verifications are kept for later runs of the condition
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -172,28 +175,42 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         linkemu_log = workdir / "linkemu.log"
-        with emulated_link(run.profile, prefix=prefix, backend="userspace", log_path=linkemu_log) as link, \
-                _target(run, link, workdir / "server", prefix) as target, \
-                client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
-                             tools=[iobench.binary()]) as client:  # fmt: skip
-            out.target = dict(target.config)
-            out.mount = _mount(run, client, target, link)
-            out.guest = client.provenance()
-            probe = CpuProbe(client.shell, prefix, target)
-            try:
-                if run.family == "metadata":
-                    with probe.phase() as cpu:
-                        out.ops = metadata(run, client, link, on_row)
-                    out.cpu = cpu
-                elif run.family in MICRO:
-                    out.rounds = MICRO[run.family](run, client, link, on_row, probe)
-                else:
-                    out.macro = run_macro(run, client, link, probe)
-                    out.cpu = out.macro.get("cpu", {})
-            finally:
-                mounts.unmount(client.shell)
-            out.link = {**link.describe(), "profile": run.profile.summary()}
+        with emulated_link(run.profile, prefix=prefix, backend="userspace", log_path=linkemu_log) as link:
+            verification = None
+            if run.verify_s:
+                verification = verify_condition(link, run.verify_s, run.verified_links)
+            (workdir / "server").mkdir(exist_ok=True)
+            baseline = disk_baseline(workdir / "server")
+            with _target(run, link, workdir / "server", prefix) as target, \
+                    client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
+                                 tools=[iobench.binary()]) as client:  # fmt: skip
+                _run_family(run, out, link, target, client, prefix, on_row)
+            out.target["disk_baseline"] = baseline
+            if verification is not None:
+                out.link["verification"] = verification
     finally:
         cleanup_leftovers(prefix)
     out.link["elapsed_s"] = round(time.monotonic() - started, 2)
     return out
+
+
+def _run_family(run: StorageRun, out: StorageOutput, link: EmulatedLink, target: Any, client: StorageGuest,
+                prefix: str, on_row: Callable[[dict[str, Any]], None] | None) -> None:  # fmt: skip
+    """Mount, run the family into ``out``, unmount (also when it fails)."""
+    out.target = dict(target.config)
+    out.mount = _mount(run, client, target, link)
+    out.guest = client.provenance()
+    probe = CpuProbe(client.shell, prefix, target)
+    try:
+        if run.family == "metadata":
+            with probe.phase() as cpu:
+                out.ops = metadata(run, client, link, on_row)
+            out.cpu = cpu
+        elif run.family in MICRO:
+            out.rounds = MICRO[run.family](run, client, link, on_row, probe)
+        else:
+            out.macro = run_macro(run, client, link, probe)
+            out.cpu = out.macro.get("cpu", {})
+    finally:
+        mounts.unmount(client.shell)
+    out.link = {**link.describe(), "profile": run.profile.summary()}
