@@ -124,6 +124,24 @@ def test_swift_thirty_ms_plus_one_rtt():
     assert (f.verdict, f.reason) == ("inconclusive", "no mkdir times at n = 1000 (and 3 more gaps)")
 
 
+def test_a_kind_the_client_answers_itself_is_no_evidence_about_swift():
+    """rclone keeps directories to itself: mkdir takes 2 ms at RTT 50 ms with no packet on the link.
+    That kind says nothing of Swift's cost, so the check cannot hold on the other kinds alone."""
+    rows = meta("swift", lambda ms: ms + 30)
+    for r in rows:
+        if r["params"]["rtt"] > 0:
+            r["summary"].update(mkdir_ms_per_op=2.0, mkdir_s=2.0, mkdir_packets=0.0)
+    f = one(rows, "swift_metadata_rtt_plus_30ms")
+    assert f.verdict == "inconclusive", f.reason
+    assert f.reason.startswith("Swift mkdir took 2 ms per operation at RTT 20 ms, under one round trip"), (
+        f.reason
+    )
+    # nor is iSCSI compared with a Swift kind that never reached Swift
+    iscsi = meta("iscsi", lambda ms: 2 + 0.05 * ms, noise=0.05)
+    f = one(rows + iscsi, "iscsi_metadata_rtt_insensitive")
+    assert f.verdict == "holds", f.reason
+
+
 def test_swift_an_order_of_magnitude_slower_on_the_ideal_network():
     ideal = (0.0,)
     nfs, iscsi = (

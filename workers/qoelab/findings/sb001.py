@@ -128,6 +128,10 @@ def _swift_rtt_plus(sc: Scope) -> Run:
             gaps.append(f"no {kind} times at {where}")
             continue
         u.per_rtt(sc, have, "Swift", kind)
+        local = u.answered_locally(have, kind)
+        if local:  # the client's own time, not Swift's: no verdict from this kind
+            gaps.append(f"Swift {local}: the client answered without Swift at {where}")
+            continue
         for (_,), here in groups(have, "rtt").items():
             w = f"{net(here[0]['params'])}, {where}"
             extra = stat(
@@ -179,7 +183,8 @@ def _iscsi_rtt_insensitive(sc: Scope) -> Run:
     gaps = [] if others else [f"no NFS or Swift metadata trials to compare with at {where}"]
     comps = []
     for kind in KINDS:
-        theirs = {lb: u.rtt_slope(sc, here, lb, kind) for lb, here in others.items()}
+        theirs = {lb: u.rtt_slope(sc, here, lb, kind) for lb, here in others.items()
+                  if not u.answered_locally(here, kind)}  # fmt: skip
         for label, here in iscsi.items():
             mine = u.rtt_slope(sc, here, label, kind)
             comps.append(at_most(mine, ISCSI_META_RTTS, f"{label} {kind}: RTTs per op (slope)", where))
