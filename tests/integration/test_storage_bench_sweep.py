@@ -31,7 +31,7 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         "grid": {"target": ["nfs", "iscsi", "swift"]},
         "fixed": {"family": "batch", "op": "read", "file_size": "1mb", "set_size": "8mb", "threads": 16,
                   "limit": "60s", "rtt": "50ms", "loss": "0.1%", "jitter": "10ms", "warmup": False,
-                  "verify_duration": "1s"},
+                  "verify_duration": "1s", "disk_rate": "thesis"},
         "repetitions": 1,
     }  # fmt: skip
     sweep = api.post("/api/sweeps/", spec, "creating the sweep")
@@ -63,7 +63,10 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         prov = t["provenance"]
         assert prov["client"]["tcp"]["sysctl"]["tcp_congestion_control"] == "cubic", prov["client"]
         assert prov["client"]["offloads"]["tso"].startswith("off"), prov["client"]["offloads"]
-        assert prov["target"]["disk_baseline"]["read_mib_s"] > 0, prov["target"]
+        # the servers and the dd baseline ran under the thesis' disk rate (a throttle only slows)
+        assert prov["target"]["disk_rate"]["rate"] == "110/100 MiB/s", prov["target"]
+        assert prov["target"]["disk_rate"]["processes"] >= 1, prov["target"]
+        assert 0 < prov["target"]["disk_baseline"]["read_mib_s"] <= 1.25 * 110, prov["target"]
         assert prov["client"]["accel"] in ("kvm", "tcg")
         assert prov["substitutions"], prov
     assert "[mq-deadline]" in trials["iscsi"]["provenance"]["mount"]["scheduler"]  # the chosen one

@@ -263,6 +263,12 @@ def _storage_bench_caps(reasons: dict[str, str], vm_ok: bool) -> dict[str, bool]
         caps[cap] = not missing
         if missing:
             reasons[cap] = f"{' and '.join(missing)} not installed (Debian package '{package}' and its peers)"
+    from qoelab.storage.diskrate import unavailable
+
+    why_not = unavailable()
+    caps["storage.disk_rate"] = caps["storage.guest"] and not why_not
+    if why_not:
+        reasons["storage.disk_rate"] = f"disk_rate: {why_not}"
     return caps
 
 

@@ -19,21 +19,26 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--target", "ceph"], "target: must be one of nfs, iscsi, swift"),
-        (["--target", "nfs", "--family", "fio"], "family: must be one of metadata, batch, single, unit"),
-        (["--target", "nfs", "--n", "0"], "meta_n: each n must be 1..10000"),
+        (["--target", "ceph"], "target: Input should be 'nfs', 'iscsi' or 'swift'"),
+        (["--target", "nfs", "--family", "fio"], "family: Input should be 'metadata', 'batch', 'single'"),
+        (["--target", "nfs", "--n", "0"], "meta_n: Input should be greater than or equal to 1"),
         (["--target", "nfs", "--n", "ten"], "--n: takes comma-separated counts"),
         (
             ["--target", "nfs", "--scenario", "lan"],
             "scenario: must be one of ideal, latency, loss, realistic",
         ),
-        (["--target", "nfs", "--rtt", "fast"], "--rtt: cannot read 'fast' as a duration"),
+        (["--target", "nfs", "--rtt", "fast"], "rtt: cannot read 'fast' as a duration"),
         (
             ["--target", "nfs", "--family", "batch", "--file-size", "1000"],
             "file_size: must be 512 B..1 GiB (a multiple",
         ),
         (["--target", "swift", "--family", "batch", "--form", "direct"], "form: Swift through a FUSE client"),
-        (["--target", "nfs", "--family", "batch", "--threads", "0"], "threads: each count must be 1..64"),
+        (
+            ["--target", "nfs", "--family", "batch", "--threads", "1,100"],
+            "threads: Input should be less than or",
+        ),
+        (["--target", "nfs", "--disk-rate", "0/5"], "disk_rate: read rate must be 1..100000 MiB/s, got 0"),
+        (["--target", "nfs", "--family", "unit", "--units", "4kb,32mb"], "unit: must be at most file_size"),
     ],
 )
 def test_bad_options_are_refused_naming_the_field(args: list[str], words: str) -> None:

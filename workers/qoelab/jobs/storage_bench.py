@@ -20,6 +20,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.emulation.profile import DELAY_MAX_S, JITTER_MAX_S, RATE_MAX_BPS, LinkParams, LinkProfile
 from qoelab.emulation.tcp import TcpSettings
+from qoelab.errors import ParameterError
 from qoelab.jobs import register
 from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TrialContext, TrialResult
 from qoelab.storage.scenarios import THESIS_BUFFER
@@ -103,6 +104,11 @@ class StorageBenchParams(LinkParams):
         description="batch, single, unit: warm a new target up first as the thesis did (100 × 1 MiB written, "
         "read, deleted over the unimpaired link)",
     )
+    disk_rate: str | None = Field(
+        default=None,
+        description="throttle the target's disk I/O, MiB/s read/write: 'thesis' (110/100, its HDD), 'R/W' or "
+        "one rate (a cgroup block I/O throttle, labelled as such; empty = the host's disk as it is)",
+    )
     verify_duration: p.Duration(0.0, 60.0) = Field(  # type: ignore[valid-type]
         default=2.0,
         description="verify the emulated link first, this long per direction (in full once per condition and "
@@ -112,7 +118,8 @@ class StorageBenchParams(LinkParams):
         default=None,
         ge=10,
         le=100_000,
-        description="varmail, fileserver: files in the set (empty = the personality's: 1000, 10000)",
+        description="postmark, varmail, fileserver: files in the set (empty = the thesis': 500; the "
+        "personality's: 1000, 10000)",
     )
     seconds: p.Duration(1.0, 3600.0) = Field(  # type: ignore[valid-type]
         default=120.0, description="varmail, fileserver: run time after preallocation (the thesis: 120s)"
@@ -125,6 +132,18 @@ class StorageBenchParams(LinkParams):
             raise ValueError("storage_bench takes the thesis' rtt (applied as RTT/2 each way) and one loss "
                              "and jitter for both directions; leave this field out")  # fmt: skip
         return value
+
+    @field_validator("disk_rate")
+    @classmethod
+    def _disk_rate(cls, value: str | None) -> str | None:
+        from qoelab.storage.diskrate import DiskRate
+
+        if value in (None, ""):
+            return None
+        try:
+            return DiskRate.parse(value).describe()
+        except ParameterError as err:
+            raise ValueError(err.message) from None
 
     @field_validator("form")
     @classmethod
@@ -172,7 +191,7 @@ FAMILY_PARAMS: dict[str, frozenset[str]] = {
     "batch": frozenset({"op", "form", "file_size", "set_size", "threads", "limit", "warmup"}),
     "single": frozenset({"op", "form", "file_size", "limit", "warmup"}),
     "unit": frozenset({"op", "form", "file_size", "unit", "limit", "warmup"}),
-    "postmark": frozenset({"transactions"}),
+    "postmark": frozenset({"transactions", "files"}),
     "varmail": frozenset({"seconds", "files"}),
     "fileserver": frozenset({"seconds", "files"}),
 }
@@ -193,7 +212,10 @@ def inapplicable(params: StorageBenchParams) -> frozenset[str]:
 
 def requires_for(params: StorageBenchParams) -> frozenset[str]:
     """The userspace link, the client guest and the target's servers (qoelab.capabilities)."""
-    return frozenset({"netns", "userspace_link", "storage.guest", f"storage.{params.target}"})
+    caps = {"netns", "userspace_link", "storage.guest", f"storage.{params.target}"}
+    if params.disk_rate:
+        caps.add("storage.disk_rate")
+    return frozenset(caps)
 
 
 def storage_run(params: StorageBenchParams) -> Any:
@@ -205,9 +227,15 @@ def storage_run(params: StorageBenchParams) -> Any:
         extra["units"] = (int(params.unit),)
     if params.family == "postmark":
         extra["postmark_transactions"] = params.transactions
+        if params.files is not None:
+            extra["postmark_files"] = params.files
     if params.family in ("varmail", "fileserver"):
         extra["macro_seconds"] = float(params.seconds)
         extra["macro_files"] = params.files
+    if params.disk_rate:
+        from qoelab.storage.diskrate import DiskRate
+
+        extra["disk_rate"] = DiskRate.parse(params.disk_rate)
     return StorageRun(
         target=params.target, family=params.family, profile=params.to_profile(), meta_n=(params.meta_n,),
         scheduler=params.scheduler, swift_transfers=params.swift_transfers, op=params.op,
@@ -226,6 +254,7 @@ def lun_bytes(params: StorageBenchParams) -> int:
         "unit": int(params.file_size),
         "fileserver": (params.files or FILEBENCH_FILES["fileserver"]) * 128 * 1024,  # mean 128 KiB
         "varmail": (params.files or FILEBENCH_FILES["varmail"]) * 16 * 1024,  # mean 16 KiB
+        "postmark": (params.files or 500) * 517 * 512,  # sizes 5 KiB-512 KiB: mean 258.5 KiB
     }.get(params.family, 0)
     return max(1 << 30, -(-3 * data // (1 << 20)) << 20)
 
@@ -255,9 +284,10 @@ def summarize(family: str, out: Any) -> dict[str, float]:
         summary.update({"postmark_s": macro["seconds"], "postmark_tps": macro["tps"]})
     elif family in ("varmail", "fileserver") and macro:
         summary["iops"] = macro["iops"]
-    for key, value in (getattr(out, "cpu", None) or {}).items():
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            summary.setdefault(key, float(value))
+    cpu = getattr(out, "cpu", None) or {}  # metadata and macro: the phase's; the rest stays in provenance
+    for key in ("cpu_client", "cpu_server"):
+        if isinstance(cpu.get(key), int | float):
+            summary.setdefault(key, float(cpu[key]))
     return {k: float(v) for k, v in summary.items() if v is not None}
 
 
@@ -289,6 +319,7 @@ def run(params: StorageBenchParams, ctx: TrialContext) -> TrialResult:
             "mount": out.mount,
             "client": out.guest,
             "macro": {k: v for k, v in (getattr(out, "macro", None) or {}).items() if k != "raw"},
+            "cpu": getattr(out, "cpu", None) or {},
             "substitutions": substitutions(params),
             "elapsed_s": round(time.time() - started, 2),
         },

@@ -8,6 +8,7 @@ the namespaces and the client guest. ``--scenario`` takes a named row of the the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import secrets
@@ -71,51 +72,50 @@ def register(subparsers: Any) -> None:
     b.add_argument("--units", default="4kb,64kb,1mb,16mb", help="unit: access units, one round each")
     b.add_argument("--transactions", default="25000", help="postmark: transactions (thesis: 25000)")
     b.add_argument("--seconds", default="120s", help="varmail, fileserver: run phase (thesis: 120s)")
+    b.add_argument("--files", help="postmark, varmail, fileserver: files (default 500, 1000, 10000)")
+    b.add_argument("--disk-rate", help="throttle the target's disk, MiB/s read/write: thesis (110/100), R/W")
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=cmd_bench)
 
 
-def link_params(args: argparse.Namespace) -> dict[str, Any]:
-    """The link of ``--scenario`` or of ``--rtt/--loss/--jitter``, in the thesis' convention."""
-    from qoelab.storage.scenarios import Scenario, scenario
-    from qoelab.units import parse_duration, parse_percent
+def bench_params(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The options as a ``storage_bench`` trial's parameters (validated as the dashboard validates
+    them), and the engine's run with the CLI's lists of n, thread counts and units put back."""
+    from qoelab.jobs.storage_bench import StorageBenchParams, storage_run
+    from qoelab.params import validate_params
+    from qoelab.storage.scenarios import scenario
+    from qoelab.units import parse_bytes
 
+    counts, threads = _counts("--n", args.n), _counts("--threads", args.threads)
+    units = tuple(parse_bytes(u, "--units") for u in args.units.split(","))
     if args.scenario:
-        return scenario(args.scenario).link_params(args.rate)
-    rtt = parse_duration(args.rtt, "--rtt") * 1e3
-    loss = parse_percent(args.loss, "--loss")
-    jitter = parse_duration(args.jitter, "--jitter") * 1e3
-    params = Scenario("custom", "custom", rtt, loss, jitter).link_params("100mbit")
-    params["rate"] = args.rate
-    return params
+        link = scenario(args.scenario).job_params(args.rate)
+    else:
+        link = {"rate": args.rate, "rtt": args.rtt, "loss": args.loss, "jitter": args.jitter}
+    point = {
+        **link, "target": args.target, "family": args.family, "scheduler": args.scheduler, "op": args.op,
+        "form": args.form, "file_size": args.file_size or ("16mb" if args.family == "unit" else "1mb"),
+        "set_size": args.set_size, "limit": args.limit, "transactions": args.transactions,
+        "seconds": args.seconds, "files": args.files, "disk_rate": args.disk_rate, "verify_duration": 0,
+        # the lists' largest values meet the job's upper bounds; the engine checks every value
+        "meta_n": max(counts), "threads": max(threads), "unit": max(units),
+    }  # fmt: skip
+    params = validate_params(StorageBenchParams, point)
+    run = storage_run(params)
+    run = dataclasses.replace(
+        run, meta_n=counts, threads=threads, units=units if args.family == "unit" else run.units
+    )
+    return params, run
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from qoelab.emulation.profile import LinkProfile
-    from qoelab.storage.scenarios import thesis_tcp
-    from qoelab.storage.trial import StorageRun, run_storage
-    from qoelab.units import parse_bytes, parse_duration
+    from qoelab.storage.trial import run_storage
 
-    counts, threads = _counts("--n", args.n), _counts("--threads", args.threads)
-    file_size = parse_bytes(args.file_size or ("16mb" if args.family == "unit" else "1mb"), "--file-size")
-    set_size = parse_bytes(args.set_size, "--set-size")
-    limit_s, seconds = parse_duration(args.limit, "--limit"), parse_duration(args.seconds, "--seconds")
-    units = tuple(parse_bytes(u, "--units") for u in args.units.split(","))
-    try:
-        transactions = int(args.transactions)
-    except ValueError:
-        bad = f"takes a count such as 25000, got {args.transactions!r}"
-        raise ParameterError("--transactions", bad) from None
-    form = args.form or ("default" if args.target == "swift" else "direct")
-    profile = LinkProfile.parse(**link_params(args), tcp=thesis_tcp())
-    run = StorageRun(target=args.target, family=args.family, profile=profile, meta_n=counts,
-                     scheduler=args.scheduler, op=args.op, form=form, file_size=file_size,
-                     set_bytes=set_size, threads=threads, limit_s=limit_s, units=units,
-                     postmark_transactions=transactions, macro_seconds=seconds)  # fmt: skip
+    params, run = bench_params(args)
     if os.geteuid() != 0:
         print("qoelab storage bench: needs root (namespaces, the guest's tap, mounts)", file=sys.stderr)
         return 2
-    rtt_ms = (profile.up.delay_s + profile.down.delay_s) * 1e3
+    rtt_ms = float(params.rtt) * 1e3
 
     def on_row(row: dict[str, Any]) -> None:
         if not args.json and row.get("family") in ("batch", "single", "unit"):
@@ -149,15 +149,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
             {k: r[k] for k in ("op", "n", "seconds", "per_op_ms", "packets", "bytes", "failed")}
             for r in out.ops
         ]
-        result = {"target": args.target, "rtt_ms": rtt_ms, "ops": ops, "rounds": out.rounds, "link": out.link,
-                  "mount": out.mount, "guest": out.guest, "target_config": out.target, "macro": out.macro,
-                  "cpu": out.cpu}  # fmt: skip
+        result = {"target": params.target, "rtt_ms": rtt_ms, "ops": ops, "rounds": out.rounds,
+                  "link": out.link, "mount": out.mount, "guest": out.guest, "target_config": out.target,
+                  "macro": out.macro, "cpu": out.cpu}  # fmt: skip
         print(json.dumps(result, default=str))
     else:
         if out.macro:
             print(macro_line(out.macro), flush=True)
         print(
-            f"{args.target} at RTT {rtt_ms:g} ms; client: {out.guest.get('accel')} guest, "
+            f"{params.target} at RTT {rtt_ms:g} ms; client: {out.guest.get('accel')} guest, "
             f"kernel {out.guest.get('kernel')}; mount {out.mount.get('fstype')} {out.mount.get('options')}"
         )
     return 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,9 +138,11 @@ def maybe_phase(probe: CpuProbe | None) -> Iterator[dict[str, Any]]:
             yield cpu
 
 
-def disk_baseline(directory: Path, size_mib: int = 64) -> dict[str, Any]:
+def disk_baseline(directory: Path, size_mib: int = 64,
+                  wrap: Callable[[list[str]], list[str]] | None = None) -> dict[str, Any]:  # fmt: skip
     """The backing store's own speed, as the thesis' Appendix B measured its server's disk: ``dd``
-    with O_DIRECT in 1 MiB blocks, written (with a final fsync) then read, in ``directory``."""
+    with O_DIRECT in 1 MiB blocks, written (with a final fsync) then read, in ``directory``; inside
+    the disk-rate cgroup when ``wrap`` puts it there (``diskrate.Throttle.wrap``)."""
     path = Path(directory) / ".qoelab-dd-baseline"
     dd = find_tool("dd", "coreutils")
     out: dict[str, Any] = {
@@ -155,7 +157,9 @@ def disk_baseline(directory: Path, size_mib: int = 64) -> dict[str, Any]:
             ("read", [dd, f"if={path}", "of=/dev/null", "bs=1M", "iflag=direct"]),
         ):  # fmt: skip
             t0 = time.monotonic()
-            res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+            res = subprocess.run(
+                wrap(argv) if wrap else argv, capture_output=True, text=True, timeout=300, check=False
+            )
             seconds = time.monotonic() - t0
             if res.returncode != 0:  # e.g. a file system without O_DIRECT: say so, the run goes on
                 out[f"{name}_error"] = res.stderr.strip()[-200:]

@@ -34,17 +34,12 @@ class Scenario:
     loss_pct: float = 0.0
     jitter_ms: float = 0.0
 
-    def link_params(self, rate: str = "100mbit") -> dict[str, Any]:
-        """The job's link parameters: RTT/2 each way, loss and jitter on both directions."""
+    def job_params(self, rate: str = "100mbit") -> dict[str, Any]:
+        """A ``storage_bench`` trial's link: the RTT (applied as RTT/2 each way), loss and jitter."""
         if rate not in RATES:
             raise ParameterError("rate", f"thesis scenarios run at {' or '.join(RATES)}, got {rate!r}")
-        one_way = f"{self.rtt_ms / 2:g}ms"
-        params: dict[str, Any] = {"rate": rate, "delay": one_way, "up_delay": one_way}
-        params.update({"loss": f"{self.loss_pct:g}%", "up_loss": f"{self.loss_pct:g}%"})
-        if self.jitter_ms:
-            params.update({"jitter": f"{self.jitter_ms:g}ms", "up_jitter": f"{self.jitter_ms:g}ms",
-                           "jitter_dist": "normal", "reorder": True})  # fmt: skip
-        return params
+        return {"rate": rate, "rtt": f"{self.rtt_ms:g}ms", "loss": f"{self.loss_pct:g}%",
+                "jitter": f"{self.jitter_ms:g}ms"}  # fmt: skip
 
 
 SCENARIOS: dict[str, Scenario] = {

@@ -26,6 +26,7 @@ from qoelab.apt import targets as apt_targets
 from qoelab.apt.targets import ISCSI_MAX_BURST, TargetError
 from qoelab.emulation.system import ENV_MARK, find_tool, kill_processes
 from qoelab.errors import ParameterError
+from qoelab.storage import diskrate
 from qoelab.storage.base import KINDS, Popen, Run, StorageTarget, instance_dir, our_mounts, run_here, unmount
 from qoelab.storage.nfs import NfsTarget, nfs_target
 from qoelab.storage.swift import SwiftTarget, swift_target
@@ -184,6 +185,7 @@ def cleanup_leftovers(prefix: str, roots: tuple[Path, ...] = ()) -> list[str]:
     import tempfile
 
     removed = kill_processes(find_servers(prefix), logging.getLogger(__name__))
+    removed += diskrate.cleanup_leftovers(prefix)
     for point in our_mounts(prefix):
         if unmount(point):
             removed.append(f"mount {point}")

@@ -24,14 +24,14 @@ from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.reuse import verify_condition
 from qoelab.emulation.topology import EmulatedLink, emulated_link
 from qoelab.errors import ParameterError
-from qoelab.storage import iobench, mounts
+from qoelab.storage import diskrate, iobench, mounts
 from qoelab.storage.families import GUEST_BOUND_FRACTION, MICRO, REHEAT_THREADS, batch, metadata
 from qoelab.storage.guest import StorageGuest, client_guest
 from qoelab.storage.macro import MACRO, run_macro
 from qoelab.storage.measure import GUEST_TOOL, CpuProbe, disk_baseline
 from qoelab.storage.nfs import nfs_target
 from qoelab.storage.swift import swift_target
-from qoelab.storage.targets import cleanup_leftovers, iscsi_target
+from qoelab.storage.targets import cleanup_leftovers, find_servers, iscsi_target
 
 log = logging.getLogger("qoelab.storage")
 # The families moved to ``families`` and ``macro``; their names stay importable from here.
@@ -76,6 +76,7 @@ class StorageRun:
     macro_files: int | None = None  # varmail, fileserver: files (None: the personality's 1000 / 10000)
     verify_s: float | None = None  # verify the emulated link first (qoelab.emulation.reuse), this long
     verified_links: Path | None = None  # where full verifications are kept for later runs of the condition
+    disk_rate: diskrate.DiskRate | None = None  # the servers' disk I/O throttled (the thesis' HDD: 110/100)
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -180,11 +181,22 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
             if run.verify_s:
                 verification = verify_condition(link, run.verify_s, run.verified_links)
             (workdir / "server").mkdir(exist_ok=True)
-            baseline = disk_baseline(workdir / "server")
-            with _target(run, link, workdir / "server", prefix) as target, \
+            with contextlib.ExitStack() as stack:
+                throttle = None
+                if run.disk_rate is not None:
+                    throttle = stack.enter_context(
+                        diskrate.throttled(prefix, workdir / "server", run.disk_rate)
+                    )
+                baseline = disk_baseline(workdir / "server", wrap=throttle.wrap if throttle else None)
+                target = stack.enter_context(_target(run, link, workdir / "server", prefix))
+                if throttle is not None:  # the target's servers, started just now; their children follow
+                    throttle.add(p.pid for p in find_servers(prefix))
+                client = stack.enter_context(
                     client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
-                                 tools=[iobench.binary()]) as client:  # fmt: skip
+                                 tools=[iobench.binary()]))  # fmt: skip
                 _run_family(run, out, link, target, client, prefix, on_row)
+                if throttle is not None:
+                    out.target["disk_rate"] = throttle.describe()
             out.target["disk_baseline"] = baseline
             if verification is not None:
                 out.link["verification"] = verification
