@@ -39,7 +39,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import listing, reproduce, services, trialpage
+from dashboard import listing, reproduce, services, tables, trialpage
 from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
 from dashboard.forms import SweepForm
 from experiments import jobtypes
@@ -310,6 +310,8 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "swept": swept,
         "metrics": metrics,
         "presets": presets,
+        # The job type's tables in a paper's layout (storage_bench: Tables 6.1-6.3), where it has cells.
+        "tables": tables.sweep_tables(sweep, job),
         **trial_table,
         "can_cancel": not progress["finished"] and not sweep.is_cancelled,
         "tcg_caveat": services.tcg_caveat(sweep),

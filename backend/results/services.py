@@ -11,7 +11,7 @@ import hashlib
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -188,6 +188,29 @@ def _key(value: Any) -> Any:
 
 
 _FROM_PARAMS = object()  # a row's series value comes from its trial's parameters
+
+
+def grouped(
+    sweep: Sweep, metric: str, key_of: Callable[[dict[str, Any]], Any], where: Mapping[str, Any] | None = None
+) -> dict[Any, dict[str, Any]]:
+    """Mean and 95 % CI of summary ``metric`` over succeeded trials, grouped by ``key_of(resolved)``
+    (a results table's cell); ``where`` as in :func:`aggregate`."""
+    conditions = dict(where or {})
+    trials = {
+        t["id"]: t["resolved"]
+        for t in sweep.trials.filter(status=TrialStatus.SUCCEEDED).values("id", "resolved")
+        if all(t["resolved"].get(k) == v for k, v in conditions.items())
+    }
+    values: dict[Any, list[float]] = defaultdict(list)
+    for trial_id, value in SummaryValue.objects.filter(trial_id__in=trials, name=metric).values_list(
+        "trial_id", "value"
+    ):
+        values[key_of(trials[trial_id])].append(value)
+    out = {}
+    for key, vs in values.items():
+        mean, low, high, sd = _t_interval(vs)
+        out[key] = {"n": len(vs), "mean": mean, "ci_low": low, "ci_high": high, "sd": sd}
+    return out
 
 
 def aggregate(

@@ -248,42 +248,30 @@ def tables(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
-# Tables 6.1-6.3 at 100 Mbit/s (notes §5.10-§5.12): (NFS, iSCSI CFQ, iSCSI deadline, Swift)
-THESIS_MACRO = {
-    ("postmark", "ideal"): (1642, 23, 20, 3781),  # completion time, s
-    ("postmark", "latency"): (11681, 22, 22, 15506),
-    ("varmail", "ideal"): (463, 3783, 3817, 161),  # IOPS
-    ("varmail", "latency"): (41, 626, 629, 102),
-    ("fileserver", "ideal"): (322, 2121, 2166, 98),
-    ("fileserver", "latency"): (35, 1416, 1776, 98),
-}
-MACRO_COLUMNS = (("nfs", None), ("iscsi", "bfq"), ("iscsi", "mq-deadline"), ("swift", None))
-
-
-def _column(p: dict[str, Any], net: str, target: str, scheduler: str | None) -> bool:
-    same = _row_name(p) == net and p["target"] == target
-    return same and (scheduler is None or p.get("scheduler") == scheduler)
-
-
 def macro_table(rows: list[dict[str, Any]]) -> str:
-    """Tables 6.1-6.3's layout: a row per network row, a column per system, the thesis' beside."""
+    """The job type's Tables 6.1-6.3 (``JOB.tables``: a row per network, a column per system), the
+    thesis' value in brackets: the same layout as the sweep page's."""
     out = []
-    for fam, metric, unit in (("postmark", "postmark_s", "s"), ("varmail", "iops", "IOPS"),
-                              ("fileserver", "iops", "IOPS")):  # fmt: skip
-        these = [r for r in rows if r["params"]["family"] == fam]
-        if not these:
+    for spec in job.JOB.tables:
+        mine = [r for r in rows if all(r["params"].get(k) == v for k, v in spec.where.items())]
+        cells: dict[tuple[str, str], list[float]] = defaultdict(list)
+        for r in mine:
+            cells[(spec.row_label(r["params"]), spec.column_label(r["params"]))].append(
+                r["summary"].get(spec.y)
+            )
+        if not cells:
             continue
-        out.append(f"### {fam} ({unit}; the thesis' 100 Mbit/s value in brackets)\n")
-        out.append("| network | NFS | iSCSI bfq (CFQ) | iSCSI mq-deadline (deadline) | Swift |")
-        out.append("|---|---|---|---|---|")
-        for net in ROWS:
-            cells = []
-            for i, (target, sched) in enumerate(MACRO_COLUMNS):
-                mine = [r["summary"].get(metric) for r in these if _column(r["params"], net, target, sched)]
-                thesis = THESIS_MACRO.get((fam, net))
-                cells.append(_cell(mine, "{:.0f}") + (f" ({thesis[i]})" if thesis else ""))
-            if any(not c.startswith("—") for c in cells):
-                out.append(f"| {net} | " + " | ".join(cells) + " |")
+        nets = [n for n in spec.rows if any(k[0] == n for k in cells)]
+        out.append(f"### {spec.title} (the thesis' in brackets: {spec.reference_title})\n")
+        out.append("| network | " + " | ".join(spec.columns) + " |")
+        out.append("|---|" + "---|" * len(spec.columns))
+        fmt = f"{{:.{spec.digits}f}}"
+        for net in nets:
+            row = []
+            for col in spec.columns:
+                ref = spec.reference.get((net, col))
+                row.append(_cell(cells.get((net, col), []), fmt) + ("" if ref is None else f" ({ref:g})"))
+            out.append(f"| {net} | " + " | ".join(row) + " |")
         out.append("")
     return "\n".join(out)
 

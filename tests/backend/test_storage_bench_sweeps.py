@@ -37,6 +37,7 @@ def spec(**over):
         ({"scheduler": "cfq"}, "fixed.scheduler", ("bfq", "mq-deadline")),
         ({"limit": "0.5s"}, "fixed.limit", ("1",)),
         ({"rate": "500kbit"}, "fixed.rate", ("1mbit",)),
+        ({"disk_rate": "0/100"}, "fixed.disk_rate", ("read rate", "1..100000 MiB/s")),
     ],
 )
 def test_a_bad_parameter_is_a_400_naming_it(alice, api_client_for, fixed, field, words) -> None:
@@ -92,6 +93,38 @@ def test_the_thesis_charts_draw_from_the_summaries(alice, api_client_for, client
     assert len(got) == 4, data
     swift = [v for (label, _), v in got.items() if "swift" in label]
     assert sorted(swift) == [10.0, 20.0], got
+
+
+def test_the_macro_tables_sit_in_the_thesis_layout_beside_its_numbers(alice, api_client_for, client_for):
+    """Table 6.2's layout: a row per network, a column per system, mean ± CI (n) and the thesis'."""
+    grid = {"target": ["nfs", "iscsi"], "rtt": ["0ms", "50ms"], "scheduler": ["bfq", "mq-deadline"]}
+    body = spec(grid=grid, repetitions=2)
+    body["fixed"] = {"family": "varmail", "seconds": "60s"}
+    resp = api_client_for(alice).post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 201, resp.content
+    sweep = Sweep.objects.get(pk=resp.json()["id"])
+    seen: set[tuple] = set()
+    for t in sweep.trials.order_by("pk"):
+        iops = {"nfs": 400.0, "iscsi": 3000.0}[t.params["target"]] / (10 if t.params["rtt"] == "50ms" else 1)
+        point = (t.params["target"], t.params["rtt"], t.params.get("scheduler"))
+        ingest_result(t, {"summary": {"iops": iops + (10 if point in seen else 0)}})  # repetitions: +0, +10
+        seen.add(point)
+        Trial.objects.filter(pk=t.pk).update(status="succeeded")
+    page = client_for(alice).get(f"/sweeps/{sweep.pk}/")
+    tables = {t["key"]: t for t in page.context["tables"]}
+    assert list(tables) == ["table62"], tables  # no PostMark or fileserver trials: no such tables
+    t = tables["table62"]
+    assert t["columns"] == ["NFS", "iSCSI bfq (CFQ)", "iSCSI mq-deadline (deadline)"]
+    assert [r["label"] for r in t["rows"]] == ["100 Mbit/s ideal", "100 Mbit/s +50 ms"]
+    nfs_ideal = t["rows"][0]["cells"][0]
+    assert nfs_ideal["n"] == 2 and nfs_ideal["mean"] == "405" and nfs_ideal["reference"] == "463"
+    assert t["rows"][1]["cells"][2]["reference"] == "629" and t["rows"][1]["cells"][2]["n"] == 2
+    html = page.content.decode()
+    assert (
+        'data-table-key="table62"' in html
+        and "Table 6.2: FileBench varmail (IOPS)" in html
+        and "[3817]" in html
+    )
 
 
 def test_a_sweep_no_worker_can_boot_a_guest_for_waits_and_says_why(alice, api_client_for, make_host):

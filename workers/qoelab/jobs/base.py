@@ -1,7 +1,7 @@
 """What a job type is, what a runner receives and what it returns.
 
 A job type is declared once, in ``qoelab/jobs/<name>.py``, as a :class:`JobType`: its parameter
-schema, required worker capabilities, runner, summary metrics and charts. The backend reads the
+schema, required worker capabilities, runner, summary metrics, charts and tables. The backend reads the
 same declaration (it is plain data), so a new job type needs no backend migration.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -52,6 +52,28 @@ class ChartSpec:
     # or "curve" (per-trial curves: x and y read from the same samples)
     source: str = "summary"
     facet: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A preset results table in a paper's layout (thesis 001's Tables 6.1-6.3): a row per
+    ``row_label`` of a trial's resolved parameters, a column per ``column_label``, each cell the mean
+    (95 % CI) of summary metric ``y`` over the trials that fall in it. ``reference`` holds the
+    paper's value per (row, column), shown beside; ``rows`` and ``columns`` fix the order (labels
+    not listed follow in the order met)."""
+
+    key: str
+    title: str
+    y: str
+    row_label: Callable[[dict[str, Any]], str]
+    column_label: Callable[[dict[str, Any]], str]
+    rows: tuple[str, ...] = ()
+    columns: tuple[str, ...] = ()
+    reference: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    reference_title: str = ""
+    digits: int = 0
+    # only trials whose resolved parameters hold these values (e.g. family = postmark)
+    where: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,6 +150,7 @@ class JobType:
     run: Callable[[BaseModel, TrialContext], TrialResult]
     metrics: tuple[Metric, ...] = ()
     charts: tuple[ChartSpec, ...] = ()
+    tables: tuple[TableSpec, ...] = ()
     timeout_s: int = 600  # hard limit per trial attempt
     max_attempts: int = 2
     # Its trials record sessions (videos) that a rating campaign can show evaluators.

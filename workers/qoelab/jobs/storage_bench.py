@@ -22,7 +22,8 @@ from qoelab.emulation.profile import DELAY_MAX_S, JITTER_MAX_S, RATE_MAX_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TrialContext, TrialResult
+from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TableSpec, TrialContext, TrialResult
+from qoelab.storage import thesis_tables as tt
 from qoelab.storage.scenarios import THESIS_BUFFER
 
 META_KINDS = ("mkdir", "touch", "ls", "unlink", "rmdir")
@@ -512,6 +513,38 @@ JOB = register(
                 facet="family",
                 **RTT_MS,
             ),
+        ),  # fmt: skip
+        tables=tuple(
+            TableSpec(
+                key=key,
+                title=title,
+                y=y,
+                where={"family": family},
+                reference=tt.reference(ref),
+                row_label=tt.network_label,
+                column_label=tt.system_label,
+                rows=tt.NETWORKS,
+                columns=tt.SYSTEMS,
+                reference_title="the thesis (25,000 transactions; 120 s runs)",
+            )
+            for key, title, family, y, ref in (
+                (
+                    "table61",
+                    "Table 6.1: PostMark completion time (s)",
+                    "postmark",
+                    "postmark_s",
+                    "postmark_s",
+                ),
+                (
+                    "table61tps",
+                    "Table 6.1: PostMark transactions per second",
+                    "postmark",
+                    "postmark_tps",
+                    "postmark_tps",
+                ),
+                ("table62", "Table 6.2: FileBench varmail (IOPS)", "varmail", "iops", "varmail"),
+                ("table63", "Table 6.3: FileBench fileserver (IOPS)", "fileserver", "iops", "fileserver"),
+            )
         ),  # fmt: skip
         timeout_s=TIMEOUT_S,
         max_attempts=1,
