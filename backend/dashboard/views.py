@@ -39,7 +39,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import listing, reproduce, services, tables, trialpage
+from dashboard import listing, reproduce, services, trialpage
 from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
 from dashboard.forms import SweepForm
 from experiments import jobtypes
@@ -50,7 +50,7 @@ from experiments.sweep_spec import spec_errors
 from qoelab import presets
 from ratings import delivery
 from results import findings as results_findings
-from results import kinds
+from results import kinds, tables
 from results.models import Artifact, Sample
 
 SAMPLES_PER_PAGE = 50

@@ -119,6 +119,9 @@ def test_the_macro_tables_sit_in_the_thesis_layout_beside_its_numbers(alice, api
     nfs_ideal = t["rows"][0]["cells"][0]
     assert nfs_ideal["n"] == 2 and nfs_ideal["mean"] == "405" and nfs_ideal["reference"] == "463"
     assert t["rows"][1]["cells"][2]["reference"] == "629" and t["rows"][1]["cells"][2]["n"] == 2
+    api = api_client_for(alice).get(f"/api/sweeps/{sweep.pk}/tables/").json()
+    assert api["tables"] == page.context["tables"], api
+    assert api_client_for(alice).get("/api/sweeps/999999/tables/").status_code == 404
     html = page.content.decode()
     assert (
         'data-table-key="table62"' in html

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from results.api import findings, views
+from results.api import findings, tables, views
 
 urlpatterns = [
     path(
@@ -11,4 +11,5 @@ urlpatterns = [
         name="artifact-download",
     ),
     path("sweeps/<int:pk>/findings/", findings.SweepFindingsView.as_view(), name="sweep-findings"),
+    path("sweeps/<int:pk>/tables/", tables.SweepTablesView.as_view(), name="sweep-tables"),
 ]
