@@ -15,6 +15,17 @@ from qoelab_web.api import DetailSerializer
 from results.findings import sweep_findings
 
 
+def visible_sweep(request: Request, pk: int) -> Sweep:
+    """The sweep if the user may see it (its owner, or staff); else 404 (not 403: no hint it exists)."""
+    qs = Sweep.objects.all()
+    if not request.user.is_staff:
+        qs = qs.filter(experiment__owner=request.user)
+    sweep = qs.filter(pk=pk).first()
+    if sweep is None:
+        raise NotFound(f"no sweep {pk}")
+    return sweep
+
+
 class FindingRowSerializer(serializers.Serializer):
     condition = serializers.CharField(help_text="e.g. 'rate 1 Mbit/s, delay 50 ms'")
     protocol = serializers.CharField(help_text="the series: a protocol, with its own settings when they vary")
@@ -69,11 +80,6 @@ class SweepFindingsView(APIView):
         summary="The thesis' findings that apply to the sweep, each checked on its results",
     )
     def get(self, request: Request, pk: int) -> Response:
-        qs = Sweep.objects.all()
-        if not request.user.is_staff:
-            qs = qs.filter(experiment__owner=request.user)
-        sweep = qs.filter(pk=pk).first()
-        if sweep is None:
-            raise NotFound(f"no sweep {pk}")
+        sweep = visible_sweep(request, pk)
         with_trials = request.query_params.get("trials", "").lower() in ("1", "true", "yes", "on")
         return Response(sweep_findings(sweep, with_trials=with_trials))

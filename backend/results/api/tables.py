@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from experiments import jobtypes
-from experiments.models import Sweep
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer
+from results.api.findings import visible_sweep
 from results.tables import sweep_tables
 
 
@@ -52,10 +51,5 @@ class SweepTablesView(APIView):
         summary="The sweep's results in the layout of the paper's tables, the paper's values beside",
     )
     def get(self, request: Request, pk: int) -> Response:
-        qs = Sweep.objects.all()
-        if not request.user.is_staff:
-            qs = qs.filter(experiment__owner=request.user)
-        sweep = qs.filter(pk=pk).first()
-        if sweep is None:
-            raise NotFound(f"no sweep {pk}")
+        sweep = visible_sweep(request, pk)
         return Response({"sweep": sweep.pk, "tables": sweep_tables(sweep, jobtypes.get_job(sweep.job_type))})
