@@ -35,7 +35,7 @@ def spec(**over):
         ({"file_size": "2mb", "set_size": "1mb"}, "fixed.set_size", ("file_size",)),
         ({"meta_n": 0}, "fixed.meta_n", ("1",)),
         ({"scheduler": "cfq"}, "fixed.scheduler", ("bfq", "mq-deadline")),
-        ({"limit": "0.5s"}, "fixed.limit", ("1",)),
+        ({"time_limit": "0.5s"}, "fixed.time_limit", ("1",)),
         ({"rate": "500kbit"}, "fixed.rate", ("1mbit",)),
         ({"disk_rate": "0/100"}, "fixed.disk_rate", ("read rate", "1..100000 MiB/s")),
     ],

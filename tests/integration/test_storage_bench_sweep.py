@@ -30,7 +30,7 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         "name": "realistic, 16 threads",
         "grid": {"target": ["nfs", "iscsi", "swift"]},
         "fixed": {"family": "batch", "op": "read", "file_size": "1mb", "set_size": "8mb", "threads": 16,
-                  "limit": "60s", "rtt": "50ms", "loss": "0.1%", "jitter": "10ms", "warmup": False,
+                  "time_limit": "60s", "rtt": "50ms", "loss": "0.1%", "jitter": "10ms", "warmup": False,
                   "verify_duration": "1s", "disk_rate": "thesis"},
         "repetitions": 1,
     }  # fmt: skip

@@ -25,3 +25,13 @@ def test_unknown_names_are_refused_naming_the_field() -> None:
         scenario("lan")
     with pytest.raises(ParameterError, match="rate: thesis scenarios run at 100mbit or 1gbit"):
         SCENARIOS["ideal"].job_params("10mbit")
+
+
+def test_the_rounds_time_limit_is_not_the_links_queue() -> None:
+    """``time_limit`` (the thesis' 90 s per round) once shared its name with the link's queue limit,
+    which made a 45 s round a 45-packet queue; the queue stays at netem's 1000 packets."""
+    from qoelab.emulation.profile import DEFAULT_LIMIT_PKTS
+
+    p = StorageBenchParams(rtt="50ms", time_limit="45s").to_profile()
+    for d in (p.up, p.down):
+        assert d.limit_pkts is None and d.queue_limit_bytes(1500) == DEFAULT_LIMIT_PKTS * 1500

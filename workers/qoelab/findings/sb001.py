@@ -18,6 +18,7 @@ docs/findings.md.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from qoelab.findings import sb001_util as u
@@ -90,19 +91,28 @@ Run = tuple[list[Comparison], list[str]]
 # ---- 1-3: metadata (§5.9, Figs. 5.1, 5.2) ---------------------------------------------------------
 
 
+def _timed_kinds(sc: Scope, rows: list[dict[str, Any]], label: str, where: str,
+                 gaps: list[str]) -> Iterator[tuple[str, list[dict[str, Any]]]]:  # fmt: skip
+    """Each metadata kind with the rows that timed it (recorded per RTT for the report's table); a
+    kind nobody timed is a gap."""
+    for kind in KINDS:
+        have = [r for r in rows if per_op_ms(r, kind) is not None]
+        if not have:
+            gaps.append(f"no {kind} times at {where}")
+            continue
+        u.per_rtt(sc, have, label, kind)
+        yield kind, have
+
+
 def _nfs_two_rtt(sc: Scope) -> Run:
     rows = largest_n(of(sc.rows, target="nfs"))
     where = u.where_of(sc, u.n_of(rows))
     if not any(rtt(r["params"]) > 0 for r in rows):
         return [], [f"no NFS metadata trial with RTT > 0 (and no loss) at {where}"]
     rtts = {rtt(r["params"]) for r in rows}
-    comps, gaps = [], []
-    for kind in KINDS:
-        have = [r for r in rows if per_op_ms(r, kind) is not None]
-        if not have:
-            gaps.append(f"no {kind} times at {where}")
-            continue
-        u.per_rtt(sc, have, "NFS", kind)
+    comps: list[Comparison] = []
+    gaps: list[str] = []
+    for kind, have in _timed_kinds(sc, rows, "NFS", where, gaps):
         if len(rtts) >= 2:
             s = u.rtt_slope(sc, have, "NFS", kind)
             comps.append(band(s, *NFS_RTTS, f"NFS {kind}: slope of ms per op over RTT", where))
@@ -121,13 +131,9 @@ def _swift_rtt_plus(sc: Scope) -> Run:
     if not rows:
         return [], [f"no Swift metadata trials without loss at {where}"]
     rtts = {rtt(r["params"]) for r in rows}
-    comps, gaps = [], []
-    for kind in KINDS:
-        have = [r for r in rows if per_op_ms(r, kind) is not None]
-        if not have:
-            gaps.append(f"no {kind} times at {where}")
-            continue
-        u.per_rtt(sc, have, "Swift", kind)
+    comps: list[Comparison] = []
+    gaps: list[str] = []
+    for kind, have in _timed_kinds(sc, rows, "Swift", where, gaps):
         local = u.answered_locally(have, kind)
         if local:  # the client's own time, not Swift's: no verdict from this kind
             gaps.append(f"Swift {local}: the client answered without Swift at {where}")

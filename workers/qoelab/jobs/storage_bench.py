@@ -91,7 +91,9 @@ class StorageBenchParams(LinkParams):
         default=64 << 20, description="batch: the file set (the thesis: 2gb; smaller so a sweep fits here)"
     )
     threads: int = Field(default=16, ge=1, le=64, description="batch: worker threads (1-64)")
-    limit: p.Duration(1.0, 3600.0) = Field(  # type: ignore[valid-type]
+    # Not ``limit``: that is the link's queue limit (LinkParams), which this job leaves at netem's
+    # default of 1000 packets as WANem had it.
+    time_limit: p.Duration(1.0, 3600.0) = Field(  # type: ignore[valid-type]
         default=90.0, description="batch, single, unit: time limit per round (the thesis: 90s)"
     )
     scheduler: Literal["mq-deadline", "bfq", "none"] = Field(
@@ -189,9 +191,9 @@ class StorageBenchParams(LinkParams):
 
 FAMILY_PARAMS: dict[str, frozenset[str]] = {
     "metadata": frozenset({"meta_n"}),
-    "batch": frozenset({"op", "form", "file_size", "set_size", "threads", "limit", "warmup"}),
-    "single": frozenset({"op", "form", "file_size", "limit", "warmup"}),
-    "unit": frozenset({"op", "form", "file_size", "unit", "limit", "warmup"}),
+    "batch": frozenset({"op", "form", "file_size", "set_size", "threads", "time_limit", "warmup"}),
+    "single": frozenset({"op", "form", "file_size", "time_limit", "warmup"}),
+    "unit": frozenset({"op", "form", "file_size", "unit", "time_limit", "warmup"}),
     "postmark": frozenset({"transactions", "files"}),
     "varmail": frozenset({"seconds", "files"}),
     "fileserver": frozenset({"seconds", "files"}),
@@ -241,7 +243,7 @@ def storage_run(params: StorageBenchParams) -> Any:
         target=params.target, family=params.family, profile=params.to_profile(), meta_n=(params.meta_n,),
         scheduler=params.scheduler, swift_transfers=params.swift_transfers, op=params.op,
         form=params.resolved_form(), file_size=int(params.file_size), set_bytes=int(params.set_size),
-        threads=(params.threads,), limit_s=float(params.limit), lun_bytes=lun_bytes(params),
+        threads=(params.threads,), limit_s=float(params.time_limit), lun_bytes=lun_bytes(params),
         warmup=params.warmup, **extra,
     )  # fmt: skip
 

@@ -95,7 +95,7 @@ def bench_params(args: argparse.Namespace) -> tuple[Any, Any]:
     point = {
         **link, "target": args.target, "family": args.family, "scheduler": args.scheduler, "op": args.op,
         "form": args.form, "file_size": args.file_size or ("16mb" if args.family == "unit" else "1mb"),
-        "set_size": args.set_size, "limit": args.limit, "transactions": args.transactions,
+        "set_size": args.set_size, "time_limit": args.limit, "transactions": args.transactions,
         "seconds": args.seconds, "files": args.files, "disk_rate": args.disk_rate, "verify_duration": 0,
         # the lists' largest values meet the job's upper bounds; the engine checks every value
         "meta_n": max(counts), "threads": max(threads), "unit": max(units),
