@@ -444,6 +444,15 @@ SB001: tuple[Preset, ...] = (
         {"family": "batch", "target": "iscsi", "op": "read", "form": "sync", "file_size": "1mb",
          "rtt": "50ms"},
         {"quick": {"set_size": "64mb"}, "full": {"set_size": "256mb"}}),
+    _sb("sb001-1gbit", "Fig. 4.10", "batch reads at 1 Gbit/s vs RTT",
+        "The three targets (and iSCSI with bfq) reading with 16 threads at 1 Gbit/s as the RTT grows: a "
+        "larger BDP steepens the curves; Swift stays level, iSCSI with deadline resists best (§4.8). A TCG "
+        "guest cannot fill 1 Gbit/s: every round carries its ceiling",
+        {"quick": {"target": SB_TARGETS, "rtt": SB_RTTS["quick"]},
+         "full": {"target": SB_TARGETS, "scheduler": ["mq-deadline", "bfq"], "rtt": SB_RTTS["full"],
+                  "file_size": ["4kb", "1mb", "16mb"]}},
+        {"family": "batch", "op": "read", "rate": "1gbit", "threads": 16},
+        {"quick": {"file_size": "1mb", "set_size": "64mb"}, "full": {"set_size": "256mb"}}),
     _sb("sb001-macro", "Tables 6.1-6.3", "PostMark and FileBench",
         "PostMark (500 files of 5-512 KiB, unbuffered) and the emulated varmail and fileserver personalities "
         "on each target, ideal and at 50 ms RTT",
