@@ -35,3 +35,21 @@ def test_the_rounds_time_limit_is_not_the_links_queue() -> None:
     p = StorageBenchParams(rtt="50ms", time_limit="45s").to_profile()
     for d in (p.up, p.down):
         assert d.limit_pkts is None and d.queue_limit_bytes(1500) == DEFAULT_LIMIT_PKTS * 1500
+
+
+def test_the_tables_name_a_trials_row_and_column_as_the_thesis_does() -> None:
+    from qoelab.storage import thesis_tables as tt
+
+    def resolved(**kw: object) -> dict:
+        return StorageBenchParams(**kw).model_dump(mode="json")
+
+    assert tt.network_label(resolved()) == "100 Mbit/s ideal"
+    assert tt.network_label(resolved(rate="1gbit", rtt="50ms", loss="0.1%")) == "1 Gbit/s +50 ms, 0.1 %"
+    assert tt.network_label(resolved(**SCENARIOS["realistic"].job_params())) == "100 Mbit/s realistic"
+    assert tt.network_label(resolved(rtt="20ms", loss="1%")) == "100 Mbit/s 20 ms RTT, 1 %"
+    assert tt.system_label(resolved(target="iscsi", scheduler="bfq")) == "iSCSI bfq (CFQ)"
+    assert tt.system_label({"target": "iscsi"}) == "iSCSI mq-deadline (deadline)"
+    assert tt.system_label(resolved(target="swift")) == "Swift"
+    # Table 6.2, 1 Gbit/s realistic, iSCSI CFQ: 196 IOPS (notes §5.11)
+    assert tt.reference("varmail")[("1 Gbit/s realistic", "iSCSI bfq (CFQ)")] == 196
+    assert len(tt.reference("postmark_s")) == 8 * 4
