@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,10 +49,16 @@ def test_bad_options_are_refused_naming_the_field(args: list[str], words: str) -
 
 @pytest.mark.slow
 @pytest.mark.netns
-def test_a_metadata_run_ties_operation_times_to_the_rtt(storage_guest_image) -> None:
-    res = bench("--target", "nfs", "--family", "metadata", "--rtt", "40ms", "--n", "2", "--json")
+def test_a_metadata_run_ties_operation_times_to_the_rtt(storage_guest_image, tmp_path: Path) -> None:
+    pcap = tmp_path / "link.pcap"
+    res = bench("--target", "nfs", "--family", "metadata", "--rtt", "40ms", "--n", "2",
+                "--capture", str(pcap), "--json")  # fmt: skip
     assert res.returncode == 0, res.stderr[-2000:]
     data = json.loads(res.stdout)
+    # the capture at the link names each kind's NFSv4 operations (one per file at least)
+    ops = {o["op"]: o["request_ops"] for o in data["ops"]}
+    assert pcap.stat().st_size > 0 and "CREATE x2" in ops["mkdir"] and "OPEN x2" in ops["touch"], ops
+    assert "READDIR" in ops["ls"] and "REMOVE x2" in ops["unlink"] and "REMOVE x2" in ops["rmdir"], ops
     assert data["target"] == "nfs" and data["rtt_ms"] == pytest.approx(40.0)
     assert [o["op"] for o in data["ops"]] == ["mkdir", "touch", "ls", "unlink", "rmdir"]
     for op in data["ops"]:
@@ -71,7 +78,6 @@ def test_a_killed_run_leaves_nothing_after_cleanup(storage_guest_image) -> None:
     import signal
     import tempfile
     import time
-    from pathlib import Path
 
     from qoelab.emulation.cleanup import leftovers
     from qoelab.runner import cleanup_prefix

@@ -112,6 +112,11 @@ class StorageBenchParams(LinkParams):
         description="throttle the target's disk I/O, MiB/s read/write: 'thesis' (110/100, its HDD), 'R/W' or "
         "one rate (a cgroup block I/O throttle, labelled as such; empty = the host's disk as it is)",
     )
+    capture: bool = Field(
+        default=False,
+        description="keep a capture of the link's server side (headers only) as the trial's pcap; metadata: "
+        "each kind's requests decoded from it (NFSv4 operations, SCSI commands, HTTP methods)",
+    )
     verify_duration: p.Duration(0.0, 60.0) = Field(  # type: ignore[valid-type]
         default=2.0,
         description="verify the emulated link first, this long per direction (in full once per condition and "
@@ -271,7 +276,7 @@ def summarize(family: str, out: Any) -> dict[str, float]:
             summary[f"{kind}_s"] = row["seconds"]
             summary[f"{kind}_ms_per_op"] = row["per_op_ms"]
             summary[f"{kind}_failed"] = row["failed"]
-            for key in ("packets", "bytes"):
+            for key in ("packets", "bytes", "requests"):
                 if row.get(key) is not None:
                     summary[f"{kind}_{key}"] = row[key]
         if out.ops:
@@ -306,13 +311,16 @@ def run(params: StorageBenchParams, ctx: TrialContext) -> TrialResult:
     run = storage_run(params)
     # Full verifications outlive the trial in the host's work root (qoelab.emulation.reuse).
     run = dataclasses.replace(run, verify_s=float(params.verify_duration) or None,
-                              verified_links=ctx.workdir.parent / "verified-links")  # fmt: skip
+                              verified_links=ctx.workdir.parent / "verified-links",
+                              capture_path=ctx.workdir / "link.pcap" if params.capture else None)  # fmt: skip
     out = run_storage(run, ctx.prefix, ctx.workdir / "run", on_row=on_row)
     samples = [Sample("op", i, _flat(row)) for i, row in enumerate(out.ops)]
     samples += [Sample("round", i, _flat(row)) for i, row in enumerate(out.rounds)]
     detail = ctx.workdir / "storage_bench.json"
     detail.write_text(json.dumps(_as_json(out), indent=2, default=str))
     ctx.add_artifact(detail, "json")
+    if run.capture_path is not None and run.capture_path.exists():
+        ctx.add_artifact(run.capture_path, "pcap")
     return TrialResult(
         summary=summarize(params.family, out),
         samples=samples,
@@ -377,6 +385,7 @@ JOB = register(
             *(Metric(f"{k}_s", f"{k}: completion time", "s") for k in META_KINDS),
             *(Metric(f"{k}_packets", f"{k}: packets on the link", "") for k in META_KINDS),
             *(Metric(f"{k}_bytes", f"{k}: bytes on the link", "B") for k in META_KINDS),
+            *(Metric(f"{k}_requests", f"{k}: protocol requests in the capture", "") for k in META_KINDS),
             Metric("mib_s", "application throughput", "MiB/s"),
             Metric("amplification", "link bytes / application bytes", ""),
             Metric("failed", "failed operations", ""),

@@ -22,8 +22,11 @@ ETH_P_ALL = 0x0003
 
 
 class Capture:
-    def __init__(self, procs: ProcSet, ns: str, iface: str, pcap_path: Path) -> None:
+    def __init__(
+        self, procs: ProcSet, ns: str, iface: str, pcap_path: Path, snaplen: int | None = None
+    ) -> None:
         self.procs, self.ns, self.iface, self.pcap_path = procs, ns, iface, Path(pcap_path)
+        self.snaplen = snaplen  # bytes kept per packet (None: whole packets)
         self.proc: Proc | None = None
 
     def start(self, timeout: float = 15) -> None:
@@ -31,6 +34,8 @@ class Capture:
         self.pcap_path.parent.mkdir(parents=True, exist_ok=True)
         # -P: classic pcap (any analysis tool reads it); -B: 4 MiB kernel buffer for bursts.
         argv = [dumpcap, "-i", self.iface, "-P", "-B", "4", "-w", str(self.pcap_path)]
+        if self.snaplen:
+            argv[1:1] = ["-s", str(self.snaplen)]
         self.proc = self.procs.spawn("dumpcap", argv, ns=self.ns)
         proc = self.proc
         wait_for(

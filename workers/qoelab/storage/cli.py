@@ -74,6 +74,8 @@ def register(subparsers: Any) -> None:
     b.add_argument("--seconds", default="120s", help="varmail, fileserver: run phase (thesis: 120s)")
     b.add_argument("--files", help="postmark, varmail, fileserver: files (default 500, 1000, 10000)")
     b.add_argument("--disk-rate", help="throttle the target's disk, MiB/s read/write: thesis (110/100), R/W")
+    b.add_argument("--capture", metavar="PCAP", help="keep a capture of the link's server side (headers) "
+                   "here; metadata: each kind's requests decoded from it")  # fmt: skip
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -102,9 +104,9 @@ def bench_params(args: argparse.Namespace) -> tuple[Any, Any]:
     }  # fmt: skip
     params = validate_params(StorageBenchParams, point)
     run = storage_run(params)
-    run = dataclasses.replace(
-        run, meta_n=counts, threads=threads, units=units if args.family == "unit" else run.units
-    )
+    capture = Path(args.capture).resolve() if args.capture else None
+    run = dataclasses.replace(run, meta_n=counts, threads=threads, capture_path=capture,
+                              units=units if args.family == "unit" else run.units)  # fmt: skip
     return params, run
 
 
@@ -146,7 +148,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     if args.json:
         ops = [
-            {k: r[k] for k in ("op", "n", "seconds", "per_op_ms", "packets", "bytes", "failed")}
+            {
+                k: r.get(k)
+                for k in (
+                    "op",
+                    "n",
+                    "seconds",
+                    "per_op_ms",
+                    "packets",
+                    "bytes",
+                    "failed",
+                    "requests",
+                    "request_ops",
+                )
+            }  # fmt: skip
             for r in out.ops
         ]
         result = {"target": params.target, "rtt_ms": rtt_ms, "ops": ops, "rounds": out.rounds,

@@ -32,6 +32,7 @@ unimpaired link before the first microbenchmark round.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -58,10 +59,13 @@ def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: 
         where = f"{mounts.MOUNT_POINT}/meta-{n}"
         client.shell.run(f"mkdir -p {where}", timeout=120)
         marks: dict[str, tuple[int, int]] = {}
+        times: dict[str, float] = {}  # wall clock, as a capture stamps packets (storage.capture)
 
-        def on_line(ev: dict[str, Any], marks: dict[str, tuple[int, int]] = marks) -> None:
+        def on_line(ev: dict[str, Any], marks: dict[str, tuple[int, int]] = marks,
+                    times: dict[str, float] = times) -> None:  # fmt: skip
             if ev.get("event") == "phase":
                 marks[f"{ev['kind']} {ev['edge']}"] = counters(link)
+                times[f"{ev['kind']} {ev['edge']}"] = time.time()
 
         spec = iobench.MetaSpec(dir=where, n=n, drop_caches=True, markers=True)
         result = iobench.meta(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
@@ -72,7 +76,8 @@ def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: 
                    "ops_seconds": op.ops_seconds, "sync_seconds": op.sync_seconds,
                    "per_op_ms": op.seconds / max(op.n, 1) * 1e3,
                    "packets": None if not (start and end) else end[0] - start[0],
-                   "bytes": None if not (start and end) else end[1] - start[1]}  # fmt: skip
+                   "bytes": None if not (start and end) else end[1] - start[1],
+                   "t_start": times.get(f"{op.op} start"), "t_end": times.get(f"{op.op} end")}  # fmt: skip
             rows.append(row)
             if on_row:
                 on_row(row)

@@ -24,7 +24,7 @@ from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.reuse import verify_condition
 from qoelab.emulation.topology import EmulatedLink, emulated_link
 from qoelab.errors import ParameterError
-from qoelab.storage import diskrate, iobench, mounts
+from qoelab.storage import capture, diskrate, iobench, mounts
 from qoelab.storage.families import GUEST_BOUND_FRACTION, MICRO, REHEAT_THREADS, batch, metadata
 from qoelab.storage.guest import StorageGuest, client_guest
 from qoelab.storage.macro import MACRO, run_macro
@@ -77,6 +77,7 @@ class StorageRun:
     verify_s: float | None = None  # verify the emulated link first (qoelab.emulation.reuse), this long
     verified_links: Path | None = None  # where full verifications are kept for later runs of the condition
     disk_rate: diskrate.DiskRate | None = None  # the servers' disk I/O throttled (the thesis' HDD: 110/100)
+    capture_path: Path | None = None  # a pcap of the link's server side (headers), for the whole run
 
     def __post_init__(self) -> None:
         if self.target not in TARGETS:
@@ -191,6 +192,8 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
                 target = stack.enter_context(_target(run, link, workdir / "server", prefix))
                 if throttle is not None:  # the target's servers, started just now; their children follow
                     throttle.add(p.pid for p in find_servers(prefix))
+                if run.capture_path is not None:
+                    stack.enter_context(capture.link_capture(link, run.capture_path, prefix))
                 client = stack.enter_context(
                     client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
                                  tools=[iobench.binary()]))  # fmt: skip
@@ -198,6 +201,8 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
                 if throttle is not None:
                     out.target["disk_rate"] = throttle.describe()
             out.target["disk_baseline"] = baseline
+            if run.capture_path is not None and out.ops:  # the capture is closed: decode its requests
+                capture.per_kind(out.ops, capture.requests(run.capture_path, run.target))
             if verification is not None:
                 out.link["verification"] = verification
     finally:
