@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from qoelab.emulation import LinkProfile, emulated_link
-from qoelab.emulation.tcp import TcpSettings
 from qoelab.storage import families, iobench, macro, mounts
 from qoelab.storage.guest import client_guest
 from qoelab.storage.measure import CpuProbe
 from qoelab.storage.nfs import nfs_target
+from qoelab.storage.scenarios import thesis_tcp
 from qoelab.storage.swift import swift_target
 from qoelab.storage.targets import cleanup_leftovers, find_servers, iscsi_target
 from qoelab.storage.trial import StorageRun
@@ -30,7 +30,7 @@ RTT_MS = 40.0
 def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_image, tmp_path: Path) -> None:
     prefix = "qsg" + secrets.token_hex(3)
     profile = LinkProfile.parse(rate="100mbit", delay=f"{RTT_MS / 2:g}ms", up_delay=f"{RTT_MS / 2:g}ms",
-                                tcp=TcpSettings(cc="cubic", no_metrics_save=True))  # fmt: skip
+                                tcp=thesis_tcp())  # fmt: skip
     try:
         with emulated_link(profile, prefix=prefix, backend="userspace") as link:
             popen = functools.partial(link.popen_in, "s")
@@ -44,6 +44,8 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_imag
                 # The guest's TCP is the trial's: read back from its kernel.
                 assert client.tcp["sysctl"]["tcp_congestion_control"] == "cubic"
                 assert client.tcp["sysctl"]["tcp_no_metrics_save"] == "1"
+                # Fig. 3.2's net.core ceilings too: iscsid sets its own SO_RCVBUF, capped by them
+                assert client.tcp["sysctl"]["net.core.rmem_max"] == str(16 << 20), client.tcp
                 # Fig. 3.2 / §4: the client's TCP offloads off, read back from its NIC
                 assert all(client.offloads[k].startswith("off") for k in ("tso", "gso", "gro")), (
                     client.offloads
