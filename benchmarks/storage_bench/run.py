@@ -263,13 +263,17 @@ def macro_table(rows: list[dict[str, Any]]) -> str:
         if not cells:
             continue
         nets = [n for n in spec.rows if any(k[0] == n for k in cells)]
-        out.append(f"### {spec.title} (the thesis' in brackets: {spec.reference_title})\n")
-        out.append("| network | " + " | ".join(spec.columns) + " |")
-        out.append("|---|" + "---|" * len(spec.columns))
+        # a system this lab ran or the thesis reported (iSCSI with none was neither)
+        cols = [
+            c for c in spec.columns if any(k[1] == c for k in cells) or any(k[1] == c for k in spec.reference)
+        ]
+        out.append(f"### {spec.title}; in brackets {spec.reference_title}\n")
+        out.append("| network | " + " | ".join(cols) + " |")
+        out.append("|---|" + "---|" * len(cols))
         fmt = f"{{:.{spec.digits}f}}"
         for net in nets:
             row = []
-            for col in spec.columns:
+            for col in cols:
                 ref = spec.reference.get((net, col))
                 row.append(_cell(cells.get((net, col), []), fmt) + ("" if ref is None else f" ({ref:g})"))
             out.append(f"| {net} | " + " | ".join(row) + " |")
