@@ -4,26 +4,14 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
-from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from experiments.models import Sweep
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer
+from results.api.access import visible_sweep
 from results.findings import sweep_findings
-
-
-def visible_sweep(request: Request, pk: int) -> Sweep:
-    """The sweep if the user may see it (its owner, or staff); else 404 (not 403: no hint it exists)."""
-    qs = Sweep.objects.all()
-    if not request.user.is_staff:
-        qs = qs.filter(experiment__owner=request.user)
-    sweep = qs.filter(pk=pk).first()
-    if sweep is None:
-        raise NotFound(f"no sweep {pk}")
-    return sweep
 
 
 class FindingRowSerializer(serializers.Serializer):

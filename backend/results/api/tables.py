@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from experiments import jobtypes
 from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer
-from results.api.findings import visible_sweep
+from results.api.access import visible_sweep
 from results.tables import sweep_tables
 
 
