@@ -222,9 +222,19 @@ exit 1
 BROWSER
 # X2Go session command (pyhoca-cli -c qoelab-x2go-kiosk): the same start page inside the X2Go agent.
 # python-x2go only runs commands `which` finds on the server and mangles any containing '/'.
+# A browser that ends ends the session: it says so on ttyS1 with its exit status, the guest's free
+# memory and the browser's last words (the host puts them in the trial's error, qoelab.vm.bench).
 cat >"$ROOT/usr/local/bin/qoelab-x2go-kiosk" <<'X2GO'
 #!/bin/sh
-exec qoelab-kiosk-browser "/tmp/qoelab-x2go-chromium-$$" file:///usr/local/share/qoelab/wait.html
+profile="/tmp/qoelab-x2go-chromium-$$"
+qoelab-kiosk-browser "$profile" file:///usr/local/share/qoelab/wait.html
+rc=$?
+if [ -w /dev/ttyS1 ]; then
+    avail=$(awk '/^MemAvailable:/ {print int($2 / 1024)}' /proc/meminfo)
+    last=$(tail -n 3 "$profile.log" 2>/dev/null | tr '\n' ' ' | cut -c1-300)
+    echo "QOELAB-X2GO-BROWSER-EXIT $rc $(cut -d' ' -f1 /proc/uptime) available_mb=$avail $last" >/dev/ttyS1
+fi
+exit $rc
 X2GO
 chmod 755 "$ROOT/usr/local/bin/qoelab-kiosk-browser" "$ROOT/usr/local/bin/qoelab-x2go-kiosk"
 # nxagent with an image rate limit above any link rate: its documented "no limit" default holds back

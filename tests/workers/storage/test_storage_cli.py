@@ -39,7 +39,19 @@ def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
             "threads: Input should be less than or",
         ),
         (["--target", "nfs", "--disk-rate", "0/5"], "disk_rate: read rate must be 1..100000 MiB/s, got 0"),
-        (["--target", "nfs", "--family", "unit", "--units", "4kb,32mb"], "unit: must be at most file_size"),
+        (
+            ["--target", "nfs", "--family", "unit", "--units", "4kb,32mb"],
+            "unit: must be at most file_size (16777216 B)",
+        ),
+        (
+            ["--target", "nfs", "--family", "unit", "--units", "4kb,0"],
+            "units: each unit must be 512 B..1 GiB",
+        ),
+        (
+            ["--target", "nfs", "--family", "postmark", "--transactions", "lots"],
+            "transactions: Input should be a valid integer",
+        ),
+        (["--target", "nfs", "--family", "varmail", "--seconds", "0s"], "seconds: must be at least 1s"),
     ],
 )
 def test_bad_options_are_refused_naming_the_field(args: list[str], words: str) -> None:

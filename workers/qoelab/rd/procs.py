@@ -132,8 +132,9 @@ class ProcSet:
         log.debug("%s: started %s (pid %d)", self.prefix, name, popen.pid)
         return proc
 
-    def stop_all(self) -> None:
-        while self.procs:
+    def stop_all(self, keep: int = 0) -> None:
+        """Stop every process, or all but the first ``keep`` started (a retried step's own)."""
+        while len(self.procs) > keep:
             proc = self.procs.pop()
             try:
                 proc.stop()

@@ -54,6 +54,8 @@ log = logging.getLogger("qoelab.vm")
 ENV_VM = "QOELAB_VM_PREFIX"
 ENV_OVERLAY_DIR = "QOELAB_VM_OVERLAY_DIR"
 READY_MARK = "QOELAB-READY"
+# The kernel's words when it kills for memory (printed on the console at loglevel 4).
+OOM_LINE = re.compile(r"Out of memory|oom-kill|Killed process")
 TAP_HOST_ADDR = ("10.213.0.1", 24)  # the guest is 10.213.0.2 (baked into the image)
 GUEST_IP = "10.213.0.2"
 PAGE_PORT = 8080  # the guest's start page waits for http://10.213.0.1:8080/page1.html (vm-images/build.sh)
@@ -221,6 +223,23 @@ class RunningGuest:
     restore_s: float | None = None  # QEMU start to the restored guest running (snapshot start)
     snapshot: dict[str, Any] | None = None
     snapshot_error: str | None = None  # why a requested snapshot start fell back to a cold boot
+    ready_log: Path | None = None  # the guest's ttyS1
+
+    def reports(self) -> list[str]:
+        """What the guest said on ttyS1 besides its ready line, and the kernel's OOM kills on ttyS0.
+
+        The image's scripts report browser restarts and ended X2Go session browsers there
+        (vm-images/build.sh); a trial's error carries these lines.
+        """
+        lines: list[str] = []
+        for path, keep in ((self.ready_log, lambda line: not line.startswith(READY_MARK)),
+                           (self.console_log, lambda line: bool(OOM_LINE.search(line)))):  # fmt: skip
+            if path is None:
+                continue
+            with contextlib.suppress(OSError):
+                lines += [line.strip() for line in path.read_text(errors="replace").splitlines()
+                          if line.strip() and keep(line)]  # fmt: skip
+        return lines
 
     def qmp(self, command: str, **arguments: Any) -> Any:
         """One QMP command (QEMU's JSON monitor) on the guest's socket; returns its "return" value."""
@@ -441,7 +460,7 @@ def running_guest(
                 name=overlay.stem, pid=proc.pid, accel=chosen, accel_reason=reason, overlay=overlay,
                 console_log=console_log, image=image, listen_ip=listen_ip,
                 vnc_port=None if vnc_display is None else 5900 + vnc_display, spice_port=spice_port,
-                ns=ns, argv=argv, qmp_socket=qmp_sock, snapshot_error=snapshot_error,
+                ns=ns, argv=argv, qmp_socket=qmp_sock, snapshot_error=snapshot_error, ready_log=ready_log,
             )  # fmt: skip
             try:
                 if ns and tap:
