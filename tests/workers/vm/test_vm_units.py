@@ -265,3 +265,42 @@ def test_only_the_newest_snapshots_are_kept(tmp_path: Path, monkeypatch) -> None
     assert [Path(r).name for r in removed] == ["aaaa"]
     assert sorted(p.name for p in snapshot.snapshot_root().iterdir()) == ["bbbb", "cccc", "half.tmp"]
     assert snapshot.load_snapshot("cccc").memory_mb == 1536 and snapshot.load_snapshot("aaaa") is None
+
+
+def test_the_guests_reports_are_its_serial_lines_and_the_kernels_oom_kills(tmp_path: Path) -> None:
+    ready, console = tmp_path / "ready.log", tmp_path / "console.log"
+    exit_line = "QOELAB-X2GO-BROWSER-EXIT 1 88.0 available_mb=12 Trace/breakpoint trap"
+    ready.write_text(f"QOELAB-READY 41.2\n{exit_line}\n")
+    console.write_text("[ 1.0] systemd[1]: Started x\n[ 87.9] Out of memory: Killed process 812 (chromium)\n")
+    guest = vmguest.RunningGuest(
+        name="qvt-0a1b2c3d", pid=1, accel="tcg", accel_reason="", overlay=tmp_path / "o.qcow2",
+        console_log=console, image=None, listen_ip="198.18.0.2", vnc_port=None, spice_port=None, ns=None,
+        ready_log=ready,
+    )  # type: ignore[arg-type]  # fmt: skip
+    assert guest.reports() == [
+        exit_line,
+        "[ 87.9] Out of memory: Killed process 812 (chromium)",
+    ]
+    ready.unlink()
+    console.write_text("")
+    assert guest.reports() == []
+
+
+def test_only_an_x2go_viewer_that_ended_before_the_measurement_earns_another_session(tmp_path: Path) -> None:
+    from qoelab.rd.procs import ProcSet
+    from qoelab.vm.bench import _session_ended_early
+
+    procs = ProcSet("qvt0", tmp_path)
+    server = procs.spawn("page-server", ["sleep", "60"])
+    try:
+        viewer = procs.spawn("viewer-x2go", ["true"])
+        viewer.popen.wait(timeout=10)
+        assert _session_ended_early("x2go", procs, 1, {})
+        assert not _session_ended_early("vnc", procs, 1, {})
+        assert not _session_ended_early("x2go", procs, 1, {"setup_s": 9.0})  # measuring had begun
+        assert not _session_ended_early("x2go", procs, 2, {})  # not this attempt's viewer
+        procs.stop_all(keep=1)  # the retry stops its own processes, never the page server
+        assert [p.name for p in procs.procs] == ["page-server"] and server.alive()
+    finally:
+        procs.stop_all()
+    assert not server.alive()
