@@ -5,9 +5,11 @@ type's own parameters (``qoelab.jobs.storage_bench``); where the thesis sweeps t
 one boot serves every value (one round each) and each round becomes its own row, shaped as a
 ``storage_bench`` trial's ``{"params", "summary"}`` so the sb001 findings judge them unchanged.
 Rows are appended to ``benchmarks/storage_bench/results/<set>.jsonl`` (an interrupted set resumes
-where it stopped); ``--table`` prints the Markdown tables and the findings' verdicts.
+where it stopped); ``--runs N`` repeats each run until it has N (the findings need n >= 2 for a
+confidence interval); ``--table`` prints the Markdown tables and the findings' verdicts.
 
     .venv/bin/python benchmarks/storage_bench/run.py --set meta-rtt
+    .venv/bin/python benchmarks/storage_bench/run.py --set macro --runs 2
     .venv/bin/python benchmarks/storage_bench/run.py --set batch-1mb
     .venv/bin/python benchmarks/storage_bench/run.py --table
 """
@@ -46,6 +48,7 @@ ROWS = {  # the thesis' network rows (notes §2): RTT applied as RTT/2 each way
     "realistic": {"rtt": "50ms", "loss": "0.1%", "jitter": "10ms"},
 }
 THREADS = (1, 4, 16, 32)
+SHOWN = ("mib_s", "mkdir_ms_per_op", "iops", "postmark_s", "postmark_tps", "amplification")  # per run
 
 
 def _batch(size: str, set_size: str, rows: tuple[str, ...]) -> list[tuple[dict[str, Any], str, tuple]]:
@@ -118,14 +121,15 @@ def _key(point: dict[str, Any]) -> str:
     return json.dumps(point, sort_keys=True)
 
 
-def run_set(name: str) -> None:
+def run_set(name: str, runs: int = 1) -> None:
     path = RESULTS / f"{name}.jsonl"
-    done = set()
+    done = set()  # (run, repetition); a record from before repetitions is the first
     if path.exists():
-        done = {json.loads(line)["run"] for line in path.read_text().splitlines() if line.strip()}
+        recs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        done = {(r["run"], r.get("rep", 1)) for r in recs}
     RESULTS.mkdir(exist_ok=True)
-    for point, axis, values in SETS[name]:
-        if _key(point) in done:
+    for rep, (point, axis, values) in ((k, p) for k in range(1, runs + 1) for p in SETS[name]):
+        if (_key(point), rep) in done:
             continue
         params = validate_params(job.StorageBenchParams, point)
         run = job.storage_run(params)
@@ -140,7 +144,8 @@ def run_set(name: str) -> None:
         except Exception as err:  # one failed run is recorded and the set goes on
             print(f"FAILED {point}: {type(err).__name__}: {err}", flush=True)
             with path.open("a") as f:
-                f.write(json.dumps({"run": _key(point), "params": point, "error": str(err)}) + "\n")
+                failed = {"run": _key(point), "rep": rep, "params": point, "error": str(err)}
+                f.write(json.dumps(failed) + "\n")
             continue
         finally:
             shutil.rmtree(work, ignore_errors=True)
@@ -159,13 +164,11 @@ def run_set(name: str) -> None:
             rows.append((resolved, job.summarize(params.family, out)))
         with path.open("a") as f:
             for p, s in rows:
-                rec = {"run": _key(point), "params": p, "summary": s, "wall_s": wall,
+                rec = {"run": _key(point), "rep": rep, "params": p, "summary": s, "wall_s": wall,
                        "accel": out.guest.get("accel"), "mount": out.mount}  # fmt: skip
                 f.write(json.dumps(rec, default=str) + "\n")
-        shown = [
-            f"{k}={v:.3g}" for _, s in rows for k, v in s.items() if k in ("mib_s", "mkdir_ms_per_op", "iops")
-        ]
-        print(f"{name}: {point} in {wall} s: " + "; ".join(shown), flush=True)
+        shown = [f"{k}={v:.3g}" for _, s in rows for k, v in s.items() if k in SHOWN]
+        print(f"{name} #{rep}: {point} in {wall} s: " + "; ".join(shown), flush=True)
 
 
 def load(names: list[str] | None = None) -> list[dict[str, Any]]:
@@ -305,11 +308,12 @@ def single_table(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", choices=sorted(SETS), action="append", help="run this set (repeatable)")
+    ap.add_argument("--runs", type=int, default=1, help="repeat each run until it has this many (default 1)")
     ap.add_argument("--table", action="store_true", help="print the tables and the findings")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the run's teardown removes its guest
     for name in args.set or []:
-        run_set(name)
+        run_set(name, args.runs)
     if args.table:
         rows = load()
         print(tables(rows))
