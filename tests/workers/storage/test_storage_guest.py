@@ -1,7 +1,7 @@
 """The storage client in the QEMU guest (TCG here) behind the emulated link: it mounts the NFS target
 through the link (its metadata operations take at least a round trip each; a short varmail and a
 small PostMark run on it), the iSCSI target (ext4 on the LUN, a chosen scheduler, a microbenchmark
-round, a single-file read and its amplification) and Swift through rclone (a write round in
+round, a single-file read and write and their amplification) and Swift through rclone (a write round in
 overwrite mode, read back); one boot for all of it, skipped without the image (``make vm-image``)."""
 
 from __future__ import annotations
@@ -90,22 +90,26 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_imag
                     prefix=client.shell.prefix_argv(), tool=tool, timeout=300,
                 )  # fmt: skip
                 assert got.serviced == 8 and got.failed == 0 and got.bytes == 8 * (256 << 10)
-                check_single_iscsi_read(profile, client, link, CpuProbe(client.shell, prefix, lun))
+                check_single_iscsi_read_and_write(profile, client, link, CpuProbe(client.shell, prefix, lun))
                 mounts.unmount(client.shell)
                 assert "sd" not in client.shell.run("lsblk -n -o NAME", timeout=30).stdout
 
                 # Swift through rclone: whole objects up on close, down on read.
                 mount = mounts.mount_swift(client.shell, swift, transfers=4)
                 assert mount["fstype"].startswith("fuse") and mount["client"].startswith("rclone"), mount
-                spec = iobench.MicroSpec(dir=mounts.MOUNT_POINT, op="write", files=4, size=512 << 10,
-                                         threads=2, write_mode="overwrite")  # fmt: skip
-                wrote = iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=tool, timeout=300)
-                assert wrote.serviced == 4 and wrote.failed == 0, wrote.raw
-                read = iobench.micro(dataclasses.replace(spec, op="read", drop_caches=True),
-                                     prefix=client.shell.prefix_argv(), tool=tool, timeout=300)  # fmt: skip
+                # A batch write round (its own directory: no read set) in the thesis' overwrite mode.
+                batch_run = StorageRun(target="swift", family="batch", profile=profile, op="write",
+                                       form="default", file_size=512 << 10, set_bytes=2 << 20, threads=(2,),
+                                       warmup=False)  # fmt: skip
+                (wrote,) = families.batch(batch_run, client, link)
+                assert wrote["serviced"] == 4 and wrote["failed"] == 0, wrote
+                spec = iobench.MicroSpec(dir=f"{mounts.MOUNT_POINT}/batch-{512 << 10}", op="read", files=4,
+                                         size=512 << 10, threads=2, drop_caches=True)  # fmt: skip
+                read = iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=tool, timeout=300)
                 assert read.serviced == 4 and read.failed == 0 and read.bytes == 4 * (512 << 10), read.raw
                 listed = run(swift.client_argv("list", "qoelab"), timeout=30).stdout.split()
-                assert len(listed) == 4, listed  # the objects are in the container on the server
+                # the objects are in the container on the server
+                assert len([o for o in listed if o.startswith("batch-")]) == 4, listed
                 mounts.unmount(client.shell)
     finally:
         cleanup_leftovers(prefix)
@@ -135,9 +139,9 @@ def check_macro_families(profile: LinkProfile, client, link, probe: CpuProbe) ->
     assert pm["tps"] is None or pm["tps"] > 0
 
 
-def check_single_iscsi_read(profile: LinkProfile, client, link, probe: CpuProbe) -> None:
-    """One 64 KiB file read with O_DIRECT over iSCSI: ext4's metadata and iSCSI's PDUs put more on the
-    link than the file (notes §5.7: (148 + s)/s on the thesis' testbed)."""
+def check_single_iscsi_read_and_write(profile: LinkProfile, client, link, probe: CpuProbe) -> None:
+    """One 64 KiB file read with O_DIRECT over iSCSI, then written: ext4's metadata and iSCSI's PDUs
+    put more on the link than the file (notes §5.7: (148 + s)/s read, (204 + s)/s write)."""
     run = StorageRun(target="iscsi", family="single", profile=profile, op="read", form="direct",
                      file_size=64 << 10, warmup=False)  # fmt: skip
     (row,) = families.single(run, client, link, probe=probe)
@@ -148,3 +152,9 @@ def check_single_iscsi_read(profile: LinkProfile, client, link, probe: CpuProbe)
     assert 0.0 <= row["cpu_client"] <= 1.0 and row["cpu_server"] >= 0.0, row
     reasons = [sw["reason"] for sw in link.switches[-4:]]
     assert reasons == ["warm-up and file", "end of warm-up and file", "reheat", "end of reheat"], reasons
+    # A write round makes its own directory (it has no file set to read) and deletes before rewriting.
+    run = dataclasses.replace(run, op="write")
+    (row,) = families.single(run, client, link, probe=probe)
+    print(row)
+    assert row["serviced"] == 1 and row["failed"] == 0 and row["bytes"] == 64 << 10, row
+    assert row["amplification"] > 1 and row["ceiling_mib_s"] is None, row

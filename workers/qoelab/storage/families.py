@@ -150,6 +150,8 @@ def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnR
             _warmup(client)
         if run.op == "read":
             _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=files))
+        else:
+            client.shell.run(f"mkdir -p {where}", timeout=120)  # the rounds write their files here
     rows: list[dict[str, Any]] = []
     for threads in run.threads:
         ceiling = None
@@ -175,6 +177,8 @@ def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: On
             _warmup(client)
         if run.op == "read":
             _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=1, threads=1))
+        else:
+            client.shell.run(f"mkdir -p {where}", timeout=120)  # the round writes its file here
     ceiling = _reheat(run, client, link, where, 1, 1, "reheat") if run.op == "read" else None
     spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
                              limit_s=run.limit_s, write_mode=_write_mode(run), drop_caches=True)  # fmt: skip
