@@ -57,7 +57,7 @@ def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: 
     rows: list[dict[str, Any]] = []
     for n in run.meta_n:
         where = f"{mounts.MOUNT_POINT}/meta-{n}"
-        client.shell.run(f"mkdir -p {where}", timeout=120)
+        client.mkdir(where)
         marks: dict[str, tuple[int, int]] = {}
         times: dict[str, float] = {}  # wall clock, as a capture stamps packets (storage.capture)
 
@@ -92,6 +92,14 @@ def _micro(client: StorageGuest, spec: iobench.MicroSpec, on_line: Any = None) -
 
 def _prepare(client: StorageGuest, spec: iobench.PrepareSpec) -> None:
     iobench.prepare(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=3600)
+
+
+def _file_set(run: StorageRun, client: StorageGuest, where: str, files: int, threads: int = 32) -> None:
+    """A read round's set, written now; a write round gets only the directory it writes into."""
+    if run.op == "read":
+        _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=files, threads=threads))
+    else:
+        client.mkdir(where)
 
 
 def _warmup(client: StorageGuest) -> None:
@@ -148,10 +156,7 @@ def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnR
     with link.switched(link.profile.unimpaired(), "warm-up and read set"):
         if run.warmup:
             _warmup(client)
-        if run.op == "read":
-            _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=files))
-        else:
-            client.shell.run(f"mkdir -p {where}", timeout=120)  # the rounds write their files here
+        _file_set(run, client, where, files)
     rows: list[dict[str, Any]] = []
     for threads in run.threads:
         ceiling = None
@@ -175,10 +180,7 @@ def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: On
     with link.switched(link.profile.unimpaired(), "warm-up and file"):
         if run.warmup:
             _warmup(client)
-        if run.op == "read":
-            _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=1, threads=1))
-        else:
-            client.shell.run(f"mkdir -p {where}", timeout=120)  # the round writes its file here
+        _file_set(run, client, where, 1, threads=1)
     ceiling = _reheat(run, client, link, where, 1, 1, "reheat") if run.op == "read" else None
     spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
                              limit_s=run.limit_s, write_mode=_write_mode(run), drop_caches=True)  # fmt: skip

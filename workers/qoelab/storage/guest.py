@@ -126,6 +126,10 @@ class StorageGuest:
     tcp: dict[str, Any] = field(default_factory=dict)  # what the guest's TCP was set to, read back
     offloads: dict[str, Any] = field(default_factory=dict)  # the NIC's offloads, read back
 
+    def mkdir(self, path: str) -> None:
+        """``mkdir -p path`` in the guest (a write round's or a benchmark's directory)."""
+        self.shell.run(f"mkdir -p {shlex.quote(path)}", timeout=120)
+
     def provenance(self) -> dict[str, Any]:
         kernel = self.shell.run("uname -r", timeout=30).stdout.strip()
         return {**self.guest.provenance(), "role": "storage client", "kernel": kernel, "tcp": self.tcp,

@@ -103,7 +103,7 @@ def postmark(run: StorageRun, client: StorageGuest, link: EmulatedLink,
              probe: CpuProbe | None = None) -> dict[str, Any]:  # fmt: skip
     """PostMark in the guest on the mount point; its report, the link's counters and the CPU."""
     where = f"{mounts.MOUNT_POINT}/postmark"
-    client.shell.run(f"mkdir -p {shlex.quote(where)}", timeout=120)
+    client.mkdir(where)
     session = postmark_commands(where, run.postmark_transactions, run.postmark_files)
     before = counters(link)
     with maybe_phase(probe) as cpu:
@@ -125,7 +125,7 @@ def filebench(run: StorageRun, client: StorageGuest, link: EmulatedLink,
               probe: CpuProbe | None = None) -> dict[str, Any]:  # fmt: skip
     """The emulated FileBench personality ``run.family``: preallocated unimpaired, run emulated."""
     where = f"{mounts.MOUNT_POINT}/filebench"
-    client.shell.run(f"mkdir -p {shlex.quote(where)}", timeout=120)
+    client.mkdir(where)
     spec = iobench.FilebenchSpec(personality=run.family, dir=where, seconds=run.macro_seconds,  # type: ignore[arg-type]
                                  files=run.macro_files, wait_before_run=True, drop_caches=True)  # fmt: skip
     emulated = link.profile
