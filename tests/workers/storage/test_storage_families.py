@@ -25,9 +25,6 @@ from qoelab.storage.measure import CpuProbe, busy_fraction, parse_proc_stat
 from qoelab.storage.trial import FAMILIES, StorageRun
 
 DATA = Path(__file__).parent / "data"
-BATCH_KEYS = {"family", "op", "form", "file_size", "files", "threads", "mib_s", "serviced", "failed",
-              "time_limit_hit", "seconds", "bytes", "link_bytes", "link_packets", "amplification",
-              "first_error", "ceiling_mib_s", "guest_bound", "cpu_client", "cpu_server"}  # fmt: skip
 
 
 def profile(rtt_ms: float = 0.0) -> LinkProfile:

@@ -102,7 +102,8 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_imag
                                        form="default", file_size=512 << 10, set_bytes=2 << 20, threads=(2,),
                                        warmup=False)  # fmt: skip
                 (wrote,) = families.batch(batch_run, client, link)
-                assert wrote["serviced"] == 4 and wrote["failed"] == 0, wrote
+                assert wrote["serviced"] == 4 and wrote["failed"] == 0 and set(wrote) == ROUND_KEYS, wrote
+                assert wrote["checkpoint"] is None, wrote  # only the single family checkpoints
                 spec = iobench.MicroSpec(dir=f"{mounts.MOUNT_POINT}/batch-{512 << 10}", op="read", files=4,
                                          size=512 << 10, threads=2, drop_caches=True)  # fmt: skip
                 read = iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=tool, timeout=300)
@@ -139,6 +140,12 @@ def check_macro_families(profile: LinkProfile, client, link, probe: CpuProbe) ->
     assert pm["tps"] is None or pm["tps"] > 0
 
 
+ROUND_KEYS = {"family", "op", "form", "file_size", "files", "threads", "mib_s", "serviced", "failed",
+              "time_limit_hit", "seconds", "bytes", "link_bytes", "link_packets", "link_bytes_clean",
+              "link_packets_clean", "checkpoint", "amplification", "first_error", "ceiling_mib_s",
+              "guest_bound", "cpu_client", "cpu_server"}  # fmt: skip
+
+
 def check_single_iscsi_read_and_write(profile: LinkProfile, client, link, probe: CpuProbe) -> None:
     """One 64 KiB file read with O_DIRECT over iSCSI, then written: ext4's metadata and iSCSI's PDUs
     put more on the link than the file (notes §5.7: (148 + s)/s read, (204 + s)/s write)."""
@@ -147,8 +154,11 @@ def check_single_iscsi_read_and_write(profile: LinkProfile, client, link, probe:
     (row,) = families.single(run, client, link, probe=probe)
     print(row)
     assert row["family"] == "single" and row["serviced"] == 1 and row["failed"] == 0, row
-    assert row["bytes"] == 64 << 10 and row["amplification"] == pytest.approx(row["link_bytes"] / (64 << 10))
-    assert row["amplification"] > 1 and row["ceiling_mib_s"] > 0, row
+    assert set(row) == ROUND_KEYS and row["checkpoint"] == "done", row
+    moved = row["link_bytes"] + row["link_bytes_clean"]  # the round and the cache-clean sync after it
+    assert row["bytes"] == 64 << 10 and row["amplification"] == pytest.approx(moved / (64 << 10))
+    # The checkpoint makes the drop reach ext4's metadata: its blocks cross the link with the file.
+    assert row["link_bytes"] > (64 << 10) + 8192 and row["ceiling_mib_s"] > 0, row
     assert 0.0 <= row["cpu_client"] <= 1.0 and row["cpu_server"] >= 0.0, row
     reasons = [sw["reason"] for sw in link.switches[-4:]]
     assert reasons == ["warm-up and file", "end of warm-up and file", "reheat", "end of reheat"], reasons
@@ -158,3 +168,4 @@ def check_single_iscsi_read_and_write(profile: LinkProfile, client, link, probe:
     print(row)
     assert row["serviced"] == 1 and row["failed"] == 0 and row["bytes"] == 64 << 10, row
     assert row["amplification"] > 1 and row["ceiling_mib_s"] is None, row
+    assert row["link_bytes_clean"] > 0, row  # ext4 commits the new inode and bitmaps at the sync

@@ -27,8 +27,8 @@ from qoelab.storage import thesis_tables as tt
 from qoelab.storage.scenarios import THESIS_BUFFER
 
 META_KINDS = ("mkdir", "touch", "ls", "unlink", "rmdir")
-ROUND_KEYS = ("mib_s", "amplification", "link_bytes", "link_packets", "bytes", "serviced", "failed",
-              "seconds", "ceiling_mib_s", "cpu_client", "cpu_server")  # fmt: skip
+ROUND_KEYS = ("mib_s", "amplification", "link_bytes", "link_bytes_clean", "link_packets", "bytes", "serviced",
+              "failed", "seconds", "ceiling_mib_s", "cpu_client", "cpu_server")  # fmt: skip
 FAMILY_TITLES = {
     "metadata": "n × mkdir, touch, one ls, unlink, rmdir (Ch. 5)",
     "batch": "a file set read or written whole by a pool of threads (§4.5-§4.6)",

@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -233,4 +235,26 @@ int drop_caches(char *err) {
   }
   close(fd);
   return 0;
+}
+
+int checkpoint_fs(const char *dir, char *err) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) {
+    errtext(err, "open", dir, errno);
+    return -1;
+  }
+  if (ioctl(fd, FIFREEZE, 0) < 0) {
+    int e = errno;
+    close(fd);
+    if (e == EOPNOTSUPP || e == ENOTTY || e == EINVAL) return 0;
+    errtext(err, "freeze", dir, e);
+    return -1;
+  }
+  int thawed = ioctl(fd, FITHAW, 0), e = errno;
+  close(fd);
+  if (thawed < 0) {
+    errtext(err, "thaw", dir, e);
+    return -1;
+  }
+  return 1;
 }

@@ -28,7 +28,7 @@ static const char *FORMS[] = {"default", "sync", "direct"};
 
 struct mopts {
   const char *dir;
-  int write, form, overwrite, drop, prepare;
+  int write, form, overwrite, drop, checkpoint, prepare;
   uint64_t size, unit, files, set_files; /* set_files: the count the set was laid out for */
   long threads;
   double limit, interval;
@@ -134,7 +134,7 @@ static void *worker(void *arg) {
 static __attribute__((noreturn)) void usage(void) {
   fputs("usage: " PROG " micro --dir DIR --op read|write --size BYTES --files N [--threads 1..64]\n"
         "         [--form default|sync|direct] [--unit BYTES] [--limit S] [--write-mode delete|overwrite]\n"
-        "         [--drop-caches] [--set-files N] [--interval S]\n"
+        "         [--drop-caches [--checkpoint]] [--set-files N] [--interval S]\n"
         "       " PROG " prepare --dir DIR --size BYTES --files N [--threads 1..64] [--interval S]\n",
         stderr);
   exit(2);
@@ -145,12 +145,12 @@ static void parse(int argc, char **argv) {
       {"dir", 1, 0, 'd'},   {"op", 1, 0, 'o'},         {"form", 1, 0, 'F'},   {"unit", 1, 0, 'u'},
       {"size", 1, 0, 's'},  {"files", 1, 0, 'n'},      {"threads", 1, 0, 't'}, {"limit", 1, 0, 'l'},
       {"write-mode", 1, 0, 'w'}, {"drop-caches", 0, 0, 'D'}, {"interval", 1, 0, 'i'}, {"help", 0, 0, 'h'},
-      {"set-files", 1, 0, 'S'}, {0, 0, 0, 0}};
+      {"set-files", 1, 0, 'S'}, {"checkpoint", 0, 0, 'C'}, {0, 0, 0, 0}};
   const char *cmd = O.prepare ? "prepare" : "micro";
   int c, have_size = 0, have_files = 0, have_op = O.prepare;
   opterr = 0;
   while ((c = getopt_long(argc, argv, ":", lo, NULL)) != -1) {
-    if (O.prepare && c > 0 && strchr("oFulwDS", c)) {
+    if (O.prepare && c > 0 && strchr("oFulwDSC", c)) {
       int k = 0;
       while (lo[k].val != c) k++;
       usage_fail("prepare: --%s is not an option of prepare", lo[k].name);
@@ -176,6 +176,7 @@ static void parse(int argc, char **argv) {
       O.overwrite = !strcmp(optarg, "overwrite");
       break;
     case 'D': O.drop = 1; break;
+    case 'C': O.checkpoint = 1; break;
     case 'S': O.set_files = (uint64_t)opt_int("--set-files", optarg, 1, 100000000); break;
     case 'i': O.interval = opt_seconds("--interval", optarg, 0.05, 60); break;
     case 'h': usage();
@@ -189,6 +190,7 @@ static void parse(int argc, char **argv) {
   if (!have_size) usage_fail("--size: required (bytes per file)");
   if (!have_files) usage_fail("--files: required (1..100000000)");
   if (!O.set_files) O.set_files = O.files;
+  if (O.checkpoint && !O.drop) usage_fail("--checkpoint: only with --drop-caches (it makes the drop reach metadata)");
   if (O.set_files < O.files)
     usage_fail("--set-files: at least --files (%llu), got %llu", (unsigned long long)O.files,
                (unsigned long long)O.set_files);
@@ -220,8 +222,10 @@ int cmd_micro(int argc, char **argv, int prepare) {
     }
     delete_ns = mono_ns() - a;
   }
+  int checkpointed = -1; /* not asked */
   if (O.drop) {
     uint64_t a = mono_ns();
+    if (O.checkpoint && (checkpointed = checkpoint_fs(O.dir, err)) < 0) usage_fail("--checkpoint: %s", err);
     if (drop_caches(err) < 0) usage_fail("--drop-caches: %s", err);
     drop_ns = mono_ns() - a;
   }
@@ -306,6 +310,7 @@ int cmd_micro(int argc, char **argv, int prepare) {
   jb_u64(&j, "deleted_before", deleted);
   jb_num(&j, "delete_s", (double)delete_ns / 1e9);
   jb_num(&j, "drop_caches_s", O.drop ? (double)drop_ns / 1e9 : 0);
+  jb_str(&j, "checkpoint", checkpointed < 0 ? NULL : checkpointed ? "done" : "unsupported");
   if (prepare) jb_num(&j, "sync_s", (double)sync_ns / 1e9);
   jb_u64(&j, "start_realtime_ns", real0);
   jb_u64(&j, "end_realtime_ns", real_ns());
