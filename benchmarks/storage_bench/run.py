@@ -51,8 +51,11 @@ THREADS = (1, 4, 16, 32)
 SHOWN = ("mib_s", "mkdir_ms_per_op", "iops", "postmark_s", "postmark_tps", "amplification")  # per run
 
 
-def _batch(size: str, set_size: str, rows: tuple[str, ...]) -> list[tuple[dict[str, Any], str, tuple]]:
-    point = {"family": "batch", "op": "read", "file_size": size, "set_size": set_size, "time_limit": "45s"}
+def _batch(
+    size: str, set_size: str, rows: tuple[str, ...], **more: str
+) -> list[tuple[dict[str, Any], str, tuple]]:
+    point = {"family": "batch", "op": "read", "file_size": size, "set_size": set_size, "time_limit": "45s",
+             **more}  # fmt: skip
     return [({"target": t, **point, **ROWS[r]}, "threads", THREADS) for r in rows for t in TARGETS]
 
 
@@ -102,6 +105,8 @@ SETS: dict[str, list[tuple[dict[str, Any], str, tuple]]] = {
         for r in ("ideal", "latency")
     ],  # fmt: skip
     "batch-16mb-loss": _batch("16mb", "256mb", ("loss",)),
+    # Fig. 4.10 (§4.8): 1 Gbit/s; here the reheat's ceiling says how much of it the TCG guest can use.
+    "gbit": _batch("16mb", "256mb", ("ideal", "latency"), rate="1gbit"),
     # Fig. 4.8: iSCSI sync reads at 50 ms under bfq (CFQ's stand-in) and mq-deadline (deadline's).
     "schedulers": _schedulers("1mb", "64mb"),
     "schedulers-16mb": _schedulers("16mb", "128mb"),
