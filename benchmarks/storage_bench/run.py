@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import secrets
 import shutil
 import signal
@@ -40,6 +41,10 @@ from qoelab.params import validate_params  # noqa: E402
 from qoelab.storage.trial import run_storage  # noqa: E402
 
 RESULTS = Path(__file__).with_name("results")
+# Runs of one set may come from different sessions' machines: each row says which CPU it ran on.
+CPU0 = Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
+CPUINFO = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in CPU0)}
+HOST = {"cpu": CPUINFO.get("model name"), "bogomips": CPUINFO.get("bogomips"), "cores": os.cpu_count()}
 TARGETS = ("nfs", "iscsi", "swift")
 ROWS = {  # the thesis' network rows (notes §2): RTT applied as RTT/2 each way
     "ideal": {"rtt": "0ms"},
@@ -161,7 +166,7 @@ def run_set(name: str, runs: int = 1) -> None:
         with path.open("a") as f:
             for p, s in rows:
                 rec = {"run": _key(point), "rep": rep, "params": p, "summary": s, "wall_s": wall,
-                       "accel": out.guest.get("accel"), "mount": out.mount}  # fmt: skip
+                       "accel": out.guest.get("accel"), "mount": out.mount, "host": HOST}  # fmt: skip
                 f.write(json.dumps(rec, default=str) + "\n")
         shown = [f"{k}={v:.3g}" for _, s in rows for k, v in s.items() if k in SHOWN]
         print(f"{name} #{rep}: {point} in {wall} s: " + "; ".join(shown), flush=True)
