@@ -420,7 +420,7 @@ JOB = register(
             *(Metric(f"{k}_bytes", f"{k}: bytes on the link", "B") for k in META_KINDS),
             *(Metric(f"{k}_requests", f"{k}: protocol requests in the capture", "") for k in META_KINDS),
             Metric("mib_s", "application throughput", "MiB/s"),
-            Metric("amplification", "link bytes / application bytes", ""),
+            Metric("amplification", "link bytes (single: and the cache-clean sync) / application bytes", ""),
             Metric("failed", "failed operations", ""),
             Metric("time_limit_hit", "round stopped by the time limit", ""),
             Metric("ceiling_mib_s", "the guest's throughput with no emulator in the way", "MiB/s"),
