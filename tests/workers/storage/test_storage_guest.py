@@ -103,7 +103,7 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_imag
                                        warmup=False)  # fmt: skip
                 (wrote,) = families.batch(batch_run, client, link)
                 assert wrote["serviced"] == 4 and wrote["failed"] == 0 and set(wrote) == ROUND_KEYS, wrote
-                assert wrote["checkpoint"] is None, wrote  # only the single family checkpoints
+                assert wrote["cold_metadata"] is None, wrote  # only the single family asks for it
                 spec = iobench.MicroSpec(dir=f"{mounts.MOUNT_POINT}/batch-{512 << 10}", op="read", files=4,
                                          size=512 << 10, threads=2, drop_caches=True)  # fmt: skip
                 read = iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=tool, timeout=300)
@@ -142,7 +142,7 @@ def check_macro_families(profile: LinkProfile, client, link, probe: CpuProbe) ->
 
 ROUND_KEYS = {"family", "op", "form", "file_size", "files", "threads", "mib_s", "serviced", "failed",
               "time_limit_hit", "seconds", "bytes", "link_bytes", "link_packets", "link_bytes_clean",
-              "link_packets_clean", "checkpoint", "amplification", "first_error", "ceiling_mib_s",
+              "link_packets_clean", "cold_metadata", "amplification", "first_error", "ceiling_mib_s",
               "guest_bound", "cpu_client", "cpu_server"}  # fmt: skip
 
 
@@ -154,10 +154,10 @@ def check_single_iscsi_read_and_write(profile: LinkProfile, client, link, probe:
     (row,) = families.single(run, client, link, probe=probe)
     print(row)
     assert row["family"] == "single" and row["serviced"] == 1 and row["failed"] == 0, row
-    assert set(row) == ROUND_KEYS and row["checkpoint"] == "done", row
+    assert set(row) == ROUND_KEYS and row["cold_metadata"] == "done", row
     moved = row["link_bytes"] + row["link_bytes_clean"]  # the round and the cache-clean sync after it
     assert row["bytes"] == 64 << 10 and row["amplification"] == pytest.approx(moved / (64 << 10))
-    # The checkpoint makes the drop reach ext4's metadata: its blocks cross the link with the file.
+    # The drop reached ext4's metadata: its blocks cross the link with the file.
     assert row["link_bytes"] > (64 << 10) + 8192 and row["ceiling_mib_s"] > 0, row
     assert 0.0 <= row["cpu_client"] <= 1.0 and row["cpu_server"] >= 0.0, row
     reasons = [sw["reason"] for sw in link.switches[-4:]]

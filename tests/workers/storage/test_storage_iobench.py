@@ -234,24 +234,24 @@ def test_dropcache_syncs_and_writes_3_where_the_kernel_reads_it(tmp_path: Path, 
         iobench.drop_caches()
 
 
-def test_a_checkpoint_on_a_file_system_that_cannot_freeze_is_reported_and_the_round_runs(
+def test_cold_metadata_on_a_file_system_that_cannot_freeze_is_reported_and_the_round_runs(
     tmp_path: Path, monkeypatch
 ) -> None:
     """tmpfs, like NFS and FUSE, has no freeze: the round reads on and says so. (Never the host's own
-    disk: freezing it would stall everything else here. The guest test checkpoints ext4 on iSCSI.)"""
+    disk: freezing it would stall everything else here. The guest test freezes ext4 on iSCSI.)"""
     shm = Path(tempfile.mkdtemp(prefix="iobench-ckpt-", dir="/dev/shm"))
     try:
         hand_made(shm, 2, 4096)
         target = tmp_path / "drop_caches"
         target.write_text("")
         monkeypatch.setenv("QOELAB_IOBENCH_DROP_CACHES", str(target))
-        r = iobench.micro(MicroSpec(str(shm), "read", 4096, 2, drop_caches=True, checkpoint=True))
-        assert (r.checkpoint, r.serviced, target.read_text()) == ("unsupported", 2, "3\n")
-        assert iobench.micro(MicroSpec(str(shm), "read", 4096, 2, drop_caches=True)).checkpoint is None
+        r = iobench.micro(MicroSpec(str(shm), "read", 4096, 2, drop_caches=True, cold_metadata=True))
+        assert (r.cold_metadata, r.serviced, target.read_text()) == ("unsupported", 2, "3\n")
+        assert iobench.micro(MicroSpec(str(shm), "read", 4096, 2, drop_caches=True)).cold_metadata is None
     finally:
         shutil.rmtree(shm, ignore_errors=True)
-    with pytest.raises(ParameterError, match="checkpoint: only with drop_caches"):
-        MicroSpec(str(shm), "read", 4096, 2, checkpoint=True)
+    with pytest.raises(ParameterError, match="cold_metadata: only with drop_caches"):
+        MicroSpec(str(shm), "read", 4096, 2, cold_metadata=True)
 
 
 READ = ["micro", "--dir", ".", "--op", "read", "--files", "1"]
@@ -282,7 +282,7 @@ READ = ["micro", "--dir", ".", "--op", "read", "--files", "1"]
         (["varmail", "--dir", ".", "--threads", "300"], "--threads: 1..256, got 300"),
         (["fileserver", "--dir", ".", "--prealloc", "101"], "--prealloc: 0..100, got 101"),
         (["varmail", "--dir", ".", "--seconds", "0"], "--seconds: 0.1..86400 s, got 0"),
-        ([*READ, "--size", "1", "--checkpoint"], "--checkpoint: only with --drop-caches"),
+        ([*READ, "--size", "1", "--cold-metadata"], "--cold-metadata: only with --drop-caches"),
         (["dropcache", "now"], "dropcache: takes no options"),
         (["format"], "a subcommand: prepare, micro, meta, varmail, fileserver or dropcache, got 'format'"),
     ],

@@ -65,7 +65,7 @@ class MicroSpec:
     limit_s: float = 90.0  # notes §3.4: per-round time limit
     write_mode: Literal["delete", "overwrite"] = "delete"  # NFS/iSCSI delete first; Swift overwrites
     drop_caches: bool = False  # sync + drop the client's page cache before the round (needs root)
-    checkpoint: bool = False  # freeze + thaw the file system first, so the drop reaches its metadata
+    cold_metadata: bool = False  # a block-device file system: checkpoint its journal, drop 3 times
     set_files: int | None = None  # the set's layout was made for this many files (>= files); None: files
     interval_s: float = 1.0
 
@@ -88,8 +88,8 @@ class MicroSpec:
             raise ParameterError("set_files", f"at least files ({self.files}), got {self.set_files}")
         if not 0.001 <= self.limit_s <= 86400:
             raise ParameterError("limit_s", f"0.001..86400 s, got {self.limit_s}")
-        if self.checkpoint and not self.drop_caches:
-            raise ParameterError("checkpoint", "only with drop_caches (it makes the drop reach metadata)")
+        if self.cold_metadata and not self.drop_caches:
+            raise ParameterError("cold_metadata", "only with drop_caches (it makes the drop reach metadata)")
         if self.form == "direct":
             for name, v in (("size", self.size), ("unit", self.unit or 0)):
                 if v % 512:
@@ -107,8 +107,8 @@ class MicroSpec:
             out += ["--set-files", str(self.set_files)]
         if self.drop_caches:
             out.append("--drop-caches")
-        if self.checkpoint:
-            out.append("--checkpoint")
+        if self.cold_metadata:
+            out.append("--cold-metadata")
         return out
 
 
@@ -255,7 +255,7 @@ class MicroResult:
     delete_s: float
     per_thread: list[ThreadCount]
     raw: dict[str, Any] = field(repr=False)
-    checkpoint: str | None = None  # "done", "unsupported" (NFS, FUSE) or None (not asked)
+    cold_metadata: str | None = None  # "done", "unsupported" (NFS, FUSE: one drop) or None (not asked)
 
 
 @dataclass(frozen=True)

@@ -48,8 +48,8 @@ int set_mkdirs(const char *dir, uint64_t n, char *err); /* the subdirectories a 
 /* sync() then "3" into /proc/sys/vm/drop_caches ($QOELAB_IOBENCH_DROP_CACHES overrides the path) */
 int drop_caches(char *err);
 /* Freeze and at once thaw the file system holding dir (FIFREEZE/FITHAW): its journal is committed
- * and checkpointed, so the metadata buffers jbd2 pins become droppable (ext4 on iSCSI). 1: done,
- * 0: the file system cannot freeze (NFS, FUSE), -1: error (err says which). */
+ * and checkpointed, so the metadata buffers jbd2 pins become droppable (ext4 on iSCSI; micro's
+ * --cold-metadata). 1: done, 0: the file system cannot freeze (NFS, FUSE), -1: error (in err). */
 int checkpoint_fs(const char *dir, char *err);
 
 void errtext(char *err, const char *what, const char *path, int e);

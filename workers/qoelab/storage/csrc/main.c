@@ -4,7 +4,7 @@
  *   storage-iobench prepare    --dir D --size B --files N [--threads T]      create a file set
  *   storage-iobench micro      --dir D --op read|write --size B --files N   the worker-pool round
  *                              [--threads 1..64] [--form default|sync|direct] [--unit B] [--limit S]
- *                              [--write-mode delete|overwrite] [--drop-caches [--checkpoint]]
+ *                              [--write-mode delete|overwrite] [--drop-caches [--cold-metadata]]
  *                              [--set-files N]
  *   storage-iobench meta       --dir D --n N [--kinds ...] [--drop-caches] [--markers]
  *   storage-iobench varmail    --dir D [--seconds 120] [...]   FileBench's personality, emulated
