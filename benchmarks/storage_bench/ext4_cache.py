@@ -2,9 +2,10 @@
 
 The thesis read 40 + 92 KiB of ext4 metadata around a 4 KiB iSCSI read and wrote 16 KiB back; the
 lab's first single-file runs moved the file's 4 KiB and nothing else. This probe boots the client
-guest once, mounts ext4 on the iSCSI LUN over an unimpaired 100 Mbit/s link and, step by step, reads
-the block device's own counters (``/sys/block/<dev>/stat``) and the emulator's bytes around one
-command, after a given way of making the client's cache cold:
+guest once, mounts ext4 on a 1 GiB iSCSI LUN (as the ``single`` family's: 4 KiB blocks) over an
+unimpaired 100 Mbit/s link and, step by step, reads the block device's own counters
+(``/sys/block/<dev>/stat``) and the emulator's bytes around one command, after a given way of
+making the client's cache cold:
 
 - a plain ``sync; echo 3 > drop_caches`` (what the benchmark tool did), once or three times,
 - a freeze and thaw of the file system first (``fsfreeze``, which commits and checkpoints the
@@ -66,7 +67,7 @@ def probe(files: int, repeat: int) -> list[tuple[int, str, str, float, float, in
     try:
         with emulated_link(profile, prefix=prefix, backend="userspace") as link:
             popen, run = functools.partial(link.popen_in, "s"), functools.partial(link.run_in, "s")
-            lun_cm = iscsi_target(popen, run, link.server_ip, work / "srv", prefix, size_bytes=256 << 20)
+            lun_cm = iscsi_target(popen, run, link.server_ip, work / "srv", prefix, size_bytes=1 << 30)
             with lun_cm as lun, client_guest(link, prefix, work / "vm", tools=[iobench.binary()]) as client:
                 sh = client.shell
                 dev = mounts.mount_iscsi(sh, lun, link.server_ip)["device"]

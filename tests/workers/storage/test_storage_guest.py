@@ -157,8 +157,9 @@ def check_single_iscsi_read_and_write(profile: LinkProfile, client, link, probe:
     assert set(row) == ROUND_KEYS and row["cold_metadata"] == "done", row
     moved = row["link_bytes"] + row["link_bytes_clean"]  # the round and the cache-clean sync after it
     assert row["bytes"] == 64 << 10 and row["amplification"] == pytest.approx(moved / (64 << 10))
-    # The drop reached ext4's metadata: its blocks cross the link with the file.
-    assert row["link_bytes"] > (64 << 10) + 8192 and row["ceiling_mib_s"] > 0, row
+    # Whether ext4's metadata blocks then cross the link is the kernel's to decide (it did in every
+    # run seen: docs/storage-bench.md, "What a cache drop leaves"), so it is measured, not asserted.
+    assert row["link_bytes"] > row["bytes"] and row["ceiling_mib_s"] > 0, row
     assert 0.0 <= row["cpu_client"] <= 1.0 and row["cpu_server"] >= 0.0, row
     reasons = [sw["reason"] for sw in link.switches[-4:]]
     assert reasons == ["warm-up and file", "end of warm-up and file", "reheat", "end of reheat"], reasons
