@@ -19,10 +19,10 @@ fraction and the server processes' CPU seconds per round (``cpu_client``, ``cpu_
   way; a read round above ``GUEST_BOUND_FRACTION`` of it is marked ``guest_bound`` (writes: None).
 - ``single`` (§3.3 single-file access, §4.4, Fig. 4.3): one file of ``file_size``, access unit =
   file size, one thread, one round; reads read a file made beforehand over the unimpaired link
-  with the server reheated as in a batch. The round starts with the client's metadata cold
-  (``cold_metadata``): ext4's journal is checkpointed (a freeze and thaw) and the cache dropped
-  three times, since ext4 keeps recently journaled metadata and the kernel recently used dentries
-  and inodes across one plain drop, which the thesis' long-prepared sets did not have.
+  with the server reheated as in a batch. The round asks for the client's metadata cold
+  (``cold_metadata``: ext4's journal checkpointed by a freeze and thaw, the cache dropped three
+  times), as the thesis' long-prepared sets had it; for a file used seconds before, ext4 still
+  kept it (docs/storage-bench.md, "What a cache drop leaves of ext4's metadata").
   Amplification = link bytes in both directions during the round and the cache-clean ``sync`` after
   it / file size (the thesis' single-file definition, §3.5; Fig. 4.9).
   Every round records that clean step's bytes (``link_bytes_clean``, the thesis' ``bytes_clean``).
