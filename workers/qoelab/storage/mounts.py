@@ -119,6 +119,26 @@ def mount_swift(shell: GuestShell, target: SwiftTarget, container: str = "qoelab
             "vfs_cache_mode": vfs_cache_mode, **mounted(shell)}  # fmt: skip
 
 
+def remount_cold(shell: GuestShell) -> bool:
+    """Unmount and mount again a block-device file system, so the client keeps none of its metadata.
+
+    A cache drop leaves ext4's metadata of a file used seconds before partly cached; only a remount
+    made it cold every time (docs/storage-bench.md, "What a cache drop leaves of ext4's metadata").
+    NFS and rclone hold no file system of their own in the guest: False, nothing done.
+    """
+    now = mounted(shell)
+    if now.get("fstype") != "ext4":
+        return False
+    q = shlex.quote(MOUNT_POINT)
+    # flushbufs: the device's own cache of the metadata blocks outlives the unmount while anything
+    # else holds the device open. The sync commits what mounting journals (the superblock's mount
+    # time and count) now, not in the caller's next measured step.
+    dev = shlex.quote(now["source"])
+    shell.run(f"umount {q} && blockdev --flushbufs {dev} && mount -o {shlex.quote(now['options'])} {dev} {q} "
+              "&& sync", timeout=120)  # fmt: skip
+    return True
+
+
 def unmount(shell: GuestShell) -> None:
     """Unmount whatever is at the mount point (lazily if it is busy) and log out of iSCSI sessions."""
     if mounted(shell):
