@@ -20,6 +20,7 @@ import pytest
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
+from qoelab.jobs.storage_bench import summarize
 from qoelab.storage.macro import parse_postmark, postmark_commands
 from qoelab.storage.measure import CpuProbe, busy_fraction, parse_proc_stat
 from qoelab.storage.trial import FAMILIES, StorageRun
@@ -86,6 +87,14 @@ def test_the_postmark_session_is_the_thesis_configuration() -> None:
                  "set location /mnt/qoelab/postmark"):  # fmt: skip
         assert line in text.splitlines()
     assert text.splitlines()[-2:] == ["run", "quit"]
+
+
+def test_a_rounds_flags_become_zero_or_one_in_the_summary_and_missing_ones_stay_out() -> None:
+    row = {"mib_s": 0.5, "amplification": 10.0, "link_bytes": 18320, "link_bytes_clean": 22780,
+           "time_limit_hit": False, "guest_bound": None, "remounted": True, "first_error": None}  # fmt: skip
+    got = summarize("single", SimpleNamespace(ops=[], rounds=[row], macro=None, cpu=None))
+    assert got == {"mib_s": 0.5, "amplification": 10.0, "link_bytes": 18320.0, "link_bytes_clean": 22780.0,
+                   "time_limit_hit": 0.0, "remounted": 1.0}  # fmt: skip
 
 
 def test_postmark_report_is_parsed() -> None:

@@ -284,7 +284,7 @@ def summarize(family: str, out: Any) -> dict[str, float]:
     elif out.rounds:
         row = out.rounds[-1]  # one round per trial: the job's values are single
         summary.update({k: float(row[k]) for k in ROUND_KEYS if row.get(k) is not None})
-        for flag in ("time_limit_hit", "guest_bound"):
+        for flag in ("time_limit_hit", "guest_bound", "remounted"):
             if row.get(flag) is not None:
                 summary[flag] = float(bool(row[flag]))
     macro = getattr(out, "macro", None) or {}
@@ -425,6 +425,7 @@ JOB = register(
             Metric("time_limit_hit", "round stopped by the time limit", ""),
             Metric("ceiling_mib_s", "the guest's throughput with no emulator in the way", "MiB/s"),
             Metric("guest_bound", "within 80 % of the guest's ceiling", ""),
+            Metric("remounted", "single on iSCSI: the LUN remounted before the round (metadata cold)", ""),
             Metric("cpu_client", "client (guest) CPU busy", ""),
             Metric("cpu_server", "server CPU", "s"),
             Metric("postmark_s", "PostMark completion time", "s"),
