@@ -6,11 +6,13 @@ one boot serves every value (one round each) and each round becomes its own row,
 ``storage_bench`` trial's ``{"params", "summary"}`` so the sb001 findings judge them unchanged.
 Rows are appended to ``benchmarks/storage_bench/results/<set>.jsonl`` (an interrupted set resumes
 where it stopped); ``--runs N`` repeats each run until it has N (the findings need n >= 2 for a
-confidence interval); ``--table`` prints the Markdown tables and the findings' verdicts.
+confidence interval); ``--only key=value`` (repeatable) keeps the runs whose point has that value
+(a second run of just the rows one verdict needs); ``--table`` prints the tables and the verdicts.
 
     .venv/bin/python benchmarks/storage_bench/run.py --set meta-rtt
     .venv/bin/python benchmarks/storage_bench/run.py --set macro --runs 2
     .venv/bin/python benchmarks/storage_bench/run.py --set batch-1mb
+    .venv/bin/python benchmarks/storage_bench/run.py --set meta-rtt --runs 2 --only rtt=0ms
     .venv/bin/python benchmarks/storage_bench/run.py --table
 """
 
@@ -122,7 +124,11 @@ def _key(point: dict[str, Any]) -> str:
     return json.dumps(point, sort_keys=True)
 
 
-def run_set(name: str, runs: int = 1) -> None:
+def _matches(point: dict[str, Any], only: dict[str, str]) -> bool:
+    return all(str(point.get(k)) == v for k, v in only.items())
+
+
+def run_set(name: str, runs: int = 1, only: dict[str, str] | None = None) -> None:
     path = RESULTS / f"{name}.jsonl"
     done = set()  # (run, repetition); a record from before repetitions is the first
     if path.exists():
@@ -130,7 +136,7 @@ def run_set(name: str, runs: int = 1) -> None:
         done = {(r["run"], r.get("rep", 1)) for r in recs}
     RESULTS.mkdir(exist_ok=True)
     for rep, (point, axis, values) in ((k, p) for k in range(1, runs + 1) for p in SETS[name]):
-        if (_key(point), rep) in done:
+        if (_key(point), rep) in done or not _matches(point, only or {}):
             continue
         params = validate_params(job.StorageBenchParams, point)
         run = job.storage_run(params)
@@ -310,11 +316,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--set", choices=sorted(SETS), action="append", help="run this set (repeatable)")
     ap.add_argument("--runs", type=int, default=1, help="repeat each run until it has this many (default 1)")
+    only_help = "run only the set's points with this parameter as written in SETS (repeatable)"
+    ap.add_argument("--only", action="append", default=[], metavar="KEY=VALUE", help=only_help)
     ap.add_argument("--table", action="store_true", help="print the tables and the findings")
     args = ap.parse_args()
+    only = dict(kv.split("=", 1) for kv in args.only)
+    if unknown := [k for k in only if not any(k in p for name in args.set or [] for p, _, _ in SETS[name])]:
+        ap.error(f"--only: no point of {args.set} has the parameter {unknown[0]!r}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: the run's teardown removes its guest
     for name in args.set or []:
-        run_set(name, args.runs)
+        run_set(name, args.runs, only)
     if args.table:
         rows = load()
         print(tables(rows))
