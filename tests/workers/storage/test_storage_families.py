@@ -20,7 +20,8 @@ import pytest
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
-from qoelab.jobs.storage_bench import summarize
+from qoelab.jobs import get as get_job
+from qoelab.jobs.storage_bench import META_KINDS, ROUND_KEYS, summarize
 from qoelab.storage.macro import parse_postmark, postmark_commands
 from qoelab.storage.measure import CpuProbe, busy_fraction, parse_proc_stat
 from qoelab.storage.trial import FAMILIES, StorageRun
@@ -95,6 +96,20 @@ def test_a_rounds_flags_become_zero_or_one_in_the_summary_and_missing_ones_stay_
     got = summarize("single", SimpleNamespace(ops=[], rounds=[row], macro=None, cpu=None))
     assert got == {"mib_s": 0.5, "amplification": 10.0, "link_bytes": 18320.0, "link_bytes_clean": 22780.0,
                    "time_limit_hit": 0.0, "remounted": 1.0}  # fmt: skip
+
+
+def test_every_summary_value_is_a_declared_metric_so_the_dashboard_can_chart_it() -> None:
+    declared = {m.name for m in get_job("storage_bench").metrics}
+    ops = [{"op": k, "n": 10, "seconds": 1.0, "per_op_ms": 100.0, "failed": 0, "packets": 40, "bytes": 4000,
+            "requests": 20} for k in META_KINDS]  # fmt: skip
+    meta = summarize("metadata", SimpleNamespace(ops=ops, rounds=[], macro=None, cpu={"cpu_client": 0.2}))
+    row = {k: 1.0 for k in ROUND_KEYS} | {"time_limit_hit": False, "guest_bound": True, "remounted": True}
+    rounds = summarize("single", SimpleNamespace(ops=[], rounds=[row], macro=None, cpu=None))
+    macro = {fam: summarize(fam, SimpleNamespace(ops=[], rounds=[], macro=m, cpu=None)) for fam, m in (
+        ("postmark", {"seconds": 10.0, "tps": 50.0}), ("varmail", {"iops": 300.0}))}  # fmt: skip
+    assert "link_packets_clean" in rounds and "mkdir_failed" in meta and macro["varmail"] == {"iops": 300.0}
+    for got in (meta, rounds, *macro.values()):
+        assert set(got) <= declared, set(got) - declared
 
 
 def test_postmark_report_is_parsed() -> None:

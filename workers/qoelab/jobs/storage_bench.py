@@ -24,11 +24,12 @@ from qoelab.errors import ParameterError
 from qoelab.jobs import register
 from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TableSpec, TrialContext, TrialResult
 from qoelab.storage import thesis_tables as tt
+from qoelab.storage.iobench import META_KINDS
 from qoelab.storage.scenarios import THESIS_BUFFER
 
-META_KINDS = ("mkdir", "touch", "ls", "unlink", "rmdir")
-ROUND_KEYS = ("mib_s", "amplification", "link_bytes", "link_bytes_clean", "link_packets", "bytes", "serviced",
-              "failed", "seconds", "ceiling_mib_s", "cpu_client", "cpu_server")  # fmt: skip
+ROUND_KEYS = ("mib_s", "amplification", "link_bytes", "link_bytes_clean", "link_packets",
+              "link_packets_clean", "bytes", "serviced", "failed", "seconds", "ceiling_mib_s", "cpu_client",
+              "cpu_server")  # fmt: skip
 FAMILY_TITLES = {
     "metadata": "n × mkdir, touch, one ls, unlink, rmdir (Ch. 5)",
     "batch": "a file set read or written whole by a pool of threads (§4.5-§4.6)",
@@ -419,7 +420,16 @@ JOB = register(
             *(Metric(f"{k}_packets", f"{k}: packets on the link", "") for k in META_KINDS),
             *(Metric(f"{k}_bytes", f"{k}: bytes on the link", "B") for k in META_KINDS),
             *(Metric(f"{k}_requests", f"{k}: protocol requests in the capture", "") for k in META_KINDS),
+            *(Metric(f"{k}_failed", f"{k}: failed operations", "") for k in META_KINDS),
+            Metric("meta_n", "metadata: operations per kind", ""),
             Metric("mib_s", "application throughput", "MiB/s"),
+            Metric("bytes", "bytes the application moved", "B"),
+            Metric("serviced", "whole-file operations serviced", ""),
+            Metric("seconds", "the round's time inside the tool", "s"),
+            Metric("link_bytes", "bytes on the link in both directions during the round", "B"),
+            Metric("link_packets", "packets on the link in both directions during the round", ""),
+            Metric("link_bytes_clean", "bytes on the link during the cache-clean sync after it", "B"),
+            Metric("link_packets_clean", "packets on the link during the cache-clean sync after it", ""),
             Metric("amplification", "link bytes (single: and the cache-clean sync) / application bytes", ""),
             Metric("failed", "failed operations", ""),
             Metric("time_limit_hit", "round stopped by the time limit", ""),
