@@ -198,15 +198,16 @@ def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: On
            probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One file of ``file_size`` read or written whole by one thread; amplification per file size."""
     where = f"{mounts.MOUNT_POINT}/single-{run.file_size}"
+    own_fs = run.target == "iscsi"  # the client's own ext4: its metadata crosses the link as blocks
     with link.switched(link.profile.unimpaired(), "warm-up and file"):
         if run.warmup:
             _warmup(client)
         _file_set(run, client, where, 1, threads=1)
-        if run.target == "iscsi":
+        if own_fs:
             client.shell.run(f"seq -f {where}/n%04g {NEIGHBOURS} | xargs touch", timeout=600)
     ceiling = _reheat(run, client, link, where, 1, 1, "reheat") if run.op == "read" else None
     remounted = False
-    if run.target == "iscsi":
+    if own_fs:
         with link.switched(link.profile.unimpaired(), "remount"):
             remounted = mounts.remount_cold(client.shell)
     spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
