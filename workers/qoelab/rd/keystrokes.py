@@ -152,7 +152,7 @@ def echo_times(
     import bisect
     import math
 
-    from qoelab.rd.analysis import read_packets
+    from qoelab.rd.pcapfile import read_packets
 
     packets, _info = read_packets(pcap)
     up = [p.ts for p in packets if p.dst == server_ip and p.src != server_ip and p.effective]
