@@ -10,6 +10,7 @@ Xvfb and viewer, calibration, the slow-motion driver, capture and packet analysi
 
 from __future__ import annotations
 
+import functools
 import logging
 import shutil
 import subprocess
@@ -182,31 +183,14 @@ def run_vm_bench(
             server = _server_side(protocol, server_ns, server_ip, merged, page_url, guest)
             log.info("%s: guest up (%s, %s start) in %.1f s; %s on %s:%d", prefix, guest.accel, guest.start,
                      guest.boot_to_ready_s, protocol, server_ip, server.port)  # fmt: skip
+            measure = functools.partial(
+                measure_client_side, procs, protocol, server, lambda: None, client_ns, client_if, server_ip,
+                merged, workdir, manifest, params, SETUP_TIMEOUT_S[protocol], record=record, prefix=prefix,
+                timings=timings, t0=t0, on_step=on_step, log=log,
+            )  # fmt: skip
             try:
-                started = len(procs.procs)
-                for attempt in range(1, X2GO_SESSION_ATTEMPTS + 1):
-                    try:
-                        run = measure_client_side(
-                            procs, protocol, server, lambda: None, client_ns, client_if, server_ip, merged,
-                            workdir, manifest, params, SETUP_TIMEOUT_S[protocol], record=record,
-                            prefix=prefix, timings=timings, t0=t0, on_step=on_step, log=log,
-                        )  # fmt: skip
-                        break
-                    except SetupError as err:
-                        reports = guest.reports()
-                        if not _session_ended_early(protocol, procs, started, timings) or (
-                            attempt == X2GO_SESSION_ATTEMPTS
-                        ):
-                            raise SetupError(f"{err}; the guest reported: {reports or 'nothing'}") from err
-                        # The session's browser ended before the first page (seen once in CI under
-                        # TCG; docs/vm.md): a new session, said in the trial's provenance.
-                        log.warning("%s: the X2Go session ended before its first page, once more: %s",
-                                    prefix, reports)  # fmt: skip
-                        vm_info.setdefault("x2go_session_restarts", []).append(
-                            {"error": str(err)[-500:], "guest_reports": reports}
-                        )
-                        procs.stop_all(keep=started)
-                        shutil.rmtree(workdir / "client-home", ignore_errors=True)
+                run = _measure_once_more_if_x2go_ended(measure, protocol, procs, guest, workdir, timings,
+                                                       vm_info, prefix, log)  # fmt: skip
             finally:
                 t2 = time.monotonic()
                 procs.stop_all()
@@ -228,6 +212,32 @@ def run_vm_bench(
     ]
     add_recordings(result, run, workdir, prefix, log, timings)
     return analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
+
+
+def _measure_once_more_if_x2go_ended(
+    measure: Callable[[], Any], protocol: str, procs: ProcSet, guest: Any, workdir: Path,
+    timings: dict[str, float], vm_info: dict[str, Any], prefix: str, log: logging.Logger,
+) -> Any:  # fmt: skip
+    """``measure()``; if an X2Go session ended before its first page, a new session, at most
+    ``X2GO_SESSION_ATTEMPTS`` in all. Any other failure, or the last, says what the guest reported."""
+    started = len(procs.procs)
+    for attempt in range(1, X2GO_SESSION_ATTEMPTS + 1):
+        try:
+            return measure()
+        except SetupError as err:
+            reports = guest.reports()
+            last = attempt == X2GO_SESSION_ATTEMPTS
+            if last or not _session_ended_early(protocol, procs, started, timings):
+                raise SetupError(f"{err}; the guest reported: {reports or 'nothing'}") from err
+            # The session's browser ended before the first page (seen once in CI under TCG;
+            # docs/vm.md): a new session, said in the trial's provenance.
+            log.warning("%s: the X2Go session ended before its first page, once more: %s", prefix, reports)
+            vm_info.setdefault("x2go_session_restarts", []).append(
+                {"error": str(err)[-500:], "guest_reports": reports}
+            )
+            procs.stop_all(keep=started)
+            shutil.rmtree(workdir / "client-home", ignore_errors=True)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _session_ended_early(protocol: str, procs: ProcSet, started: int, timings: dict[str, float]) -> bool:
