@@ -304,3 +304,47 @@ def test_only_an_x2go_viewer_that_ended_before_the_measurement_earns_another_ses
     finally:
         procs.stop_all()
     assert not server.alive()
+
+
+def test_an_x2go_session_that_ends_early_gets_one_more_and_the_provenance_says_so(tmp_path: Path) -> None:
+    import logging
+    from collections.abc import Callable
+    from types import SimpleNamespace
+
+    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_once_more_if_x2go_ended
+
+    guest = SimpleNamespace(reports=lambda: ["[ 40.1] chromium exited"])
+    log = logging.getLogger("test")
+
+    def ends_early(times: int) -> tuple[Callable[[], str], list[int]]:
+        calls: list[int] = []
+
+        def measure() -> str:
+            calls.append(1)
+            if len(calls) <= times:  # this attempt's viewer is gone before the first page
+                procs.spawn("viewer-x2go", ["true"]).popen.wait(timeout=10)
+                raise SetupError("no first page")
+            return "measured"
+
+        return measure, calls
+
+    procs = ProcSet("qvt1", tmp_path)
+    try:
+        server = procs.spawn("page-server", ["sleep", "60"])
+        vm_info: dict[str, list[dict]] = {}
+        measure, calls = ends_early(X2GO_SESSION_ATTEMPTS - 1)
+        got = _measure_once_more_if_x2go_ended(measure, "x2go", procs, guest, tmp_path, {}, vm_info, "q", log)
+        assert got == "measured" and len(calls) == X2GO_SESSION_ATTEMPTS
+        assert len(vm_info["x2go_session_restarts"]) == X2GO_SESSION_ATTEMPTS - 1
+        assert vm_info["x2go_session_restarts"][0]["guest_reports"] == ["[ 40.1] chromium exited"]
+        assert [p.name for p in procs.procs] == ["page-server"] and server.alive()  # the viewer stopped
+        measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
+        with pytest.raises(SetupError, match="no first page; the guest reported: .*chromium exited"):
+            _measure_once_more_if_x2go_ended(measure, "x2go", procs, guest, tmp_path, {}, {}, "q", log)
+        measure, calls = ends_early(1)
+        with pytest.raises(SetupError):  # VNC has no session to start again
+            _measure_once_more_if_x2go_ended(measure, "vnc", procs, guest, tmp_path, {}, {}, "q", log)
+        assert len(calls) == 1
+    finally:
+        procs.stop_all()
