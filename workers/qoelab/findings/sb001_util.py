@@ -265,16 +265,17 @@ def per_rtt(sc: Scope, rows: Sequence[Mapping[str, Any]], label: str, kind: str)
 
 def answered_locally(rows: Sequence[Mapping[str, Any]], kind: str) -> str | None:
     """Why a kind measured the client rather than the server, or None: at an RTT of 20 ms or more its
-    mean time per operation stayed below one RTT (the call returned before any reply could come), or
-    it put less than one packet per operation on the link (no request went out). rclone does both for
-    Swift: it keeps directories to itself and answers a new file's close before the upload's reply."""
-    for here in groups([r for r in rows if rtt(r["params"]) >= 0.02], "rtt").values():
+    mean time per operation stayed below one RTT (the call returned before any reply could come), or,
+    at any RTT, it put less than one packet per operation on the link (no request went out). rclone
+    does both for Swift: it keeps directories to itself and answers a new file's close before the
+    upload's reply."""
+    for here in groups(rows, "rtt").values():
         ms = [v for r in here if (v := per_op_ms(r, kind)) is not None]
         n = here[0]["params"].get("meta_n") or here[0]["summary"].get("meta_n") or 0
         packets = [r["summary"][f"{kind}_packets"] for r in here if f"{kind}_packets" in r["summary"]]
         at = rtt(here[0]["params"]) * 1e3
         mean = sum(ms) / len(ms) if ms else None
-        if mean is not None and mean < at:
+        if at >= 20 and mean is not None and mean < at:
             return f"{kind} took {mean:.3g} ms per operation at RTT {at:g} ms, under one round trip"
         if packets and n and sum(packets) / len(packets) < n:
             return f"{kind} put {sum(packets) / len(packets) / n:.2g} packets per operation on the link"
