@@ -330,6 +330,10 @@ def main() -> None:
     ap.add_argument("--only", action="append", default=[], metavar="KEY=VALUE", help=only_help)
     ap.add_argument("--table", action="store_true", help="print the tables and the findings")
     args = ap.parse_args()
+    if bad := [kv for kv in args.only if "=" not in kv]:
+        ap.error(f"--only: expected KEY=VALUE, got {bad[0]!r}")
+    if args.only and not args.set:
+        ap.error("--only: name the set it narrows with --set")
     only = dict(kv.split("=", 1) for kv in args.only)
     if unknown := [k for k in only if not any(k in p for name in args.set or [] for p, _, _ in SETS[name])]:
         ap.error(f"--only: no point of {args.set} has the parameter {unknown[0]!r}")
