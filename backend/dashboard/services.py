@@ -20,7 +20,7 @@ from django.db import connection
 from experiments import services as experiments_services
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
-from qoelab.jobs.base import ChartSpec, JobType
+from qoelab.jobs.base import ChartSpec, JobType, Metric
 from qoelab.units import format_duration, format_rate
 from results import services as results_services
 from results.models import Sample, SummaryValue
@@ -338,6 +338,13 @@ def _chunks(qs: Iterable[Trial], size: int = 500) -> Iterator[list[Trial]]:
 
 def _cell(v: Any) -> Any:
     return "" if v is None else v
+
+
+def reported_metrics(sweep: Sweep, job: JobType) -> list[Metric]:
+    """The job type's metrics that the sweep's trials reported, in the job's order; all of them
+    before any trial has (a metadata sweep of storage_bench offers no throughput to chart)."""
+    stored = set(SummaryValue.objects.filter(trial__sweep=sweep).values_list("name", flat=True).distinct())
+    return [m for m in job.metrics if m.name in stored] or list(job.metrics)
 
 
 def summaries_csv(sweep: Sweep, job: JobType | None) -> Iterator[str]:

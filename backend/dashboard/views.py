@@ -286,7 +286,7 @@ def sweep_detail(request: HttpRequest, pk: int) -> HttpResponse:
     job = jobtypes.get_job(sweep.job_type)
     progress = services.progress(sweep)
     swept = list(sweep.grid_order or sweep.grid)
-    metrics = list(job.metrics) if job else []
+    metrics = services.reported_metrics(sweep, job) if job else []
     if job is None:
         messages.error(
             request, f"Job type {sweep.job_type!r} is not registered here; charts are unavailable."

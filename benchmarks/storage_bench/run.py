@@ -187,16 +187,6 @@ def load(names: list[str] | None = None) -> list[dict[str, Any]]:
     return [r for r in rows if "summary" in r]
 
 
-def judged_per_host(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows with their host's CPU as a parameter, so the findings judge each machine's runs apart.
-
-    Under TCG the client's speed is the host CPU's: the two machines of 2026-11-28 ran the same rounds
-    1.7-2.1 times apart, so pooling their runs into one interval would measure the machines. A row
-    from before rows named their host has no such parameter and joins every host's scope."""
-    return [{**r, "params": {**r["params"], "host": r["host"]["cpu"]}} if (r.get("host") or {}).get("cpu")
-            else r for r in rows]  # fmt: skip
-
-
 def _cell(values: list[float], fmt: str = "{:.3g}") -> str:
     st = mean_ci(values)
     if st.mean is None:
@@ -345,7 +335,7 @@ def main() -> None:
         print(tables(rows))
         print(single_table(rows))
         print(macro_table(rows))
-        report = evaluate("sb001", judged_per_host(rows))
+        report = evaluate("sb001", rows)  # judged per host CPU: rows name it
         print(render_markdown(report, title="Thesis 001 findings on these runs", level=3))
 
 

@@ -140,3 +140,50 @@ def test_a_sweep_no_worker_can_boot_a_guest_for_waits_and_says_why(alice, api_cl
     make_host("noguest", no_guest)
     blocked = services.progress(Sweep.objects.get(pk=resp.json()["id"]))["blocked"]
     assert blocked.startswith("no live worker has capability storage.guest"), blocked
+
+
+def test_the_findings_judge_each_host_cpus_trials_apart(alice, api_client_for) -> None:
+    """Under TCG the guest client is as fast as the host: two CPUs' trials are two scopes, not one."""
+    body = spec(grid={"target": ["nfs"], "rtt": ["0ms", "20ms", "50ms"]}, repetitions=4)
+    body["fixed"] = {"family": "metadata", "meta_n": 1000}
+    resp = api_client_for(alice).post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 201, resp.content
+    sweep = Sweep.objects.get(pk=resp.json()["id"])
+    for t in sweep.trials.all():
+        rtt_ms = {"0ms": 0, "20ms": 20, "50ms": 50}[t.params["rtt"]]
+        fast = t.repetition <= 2  # the Xeon answers in 2 RTT per operation, the EPYC in 1 RTT + 30 ms
+        ms = 2 * rtt_ms + 1 + 0.1 * t.repetition if fast else rtt_ms + 30 + 0.1 * t.repetition
+        ingest_result(t, {"summary": {f"{k}_ms_per_op": ms for k in ("mkdir", "touch", "unlink", "rmdir")}})
+        cpu = "Intel Xeon" if fast else "AMD EPYC"
+        Trial.objects.filter(pk=t.pk).update(status="succeeded", provenance={"host_cpu": {"model": cpu}})
+    body = api_client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/?trials=1").json()
+    nfs = [(f["scope"], f["verdict"]) for f in body["findings"] if f["name"] == "nfs_metadata_two_rtt"]
+    assert nfs == [({"host": "AMD EPYC"}, "does not hold"), ({"host": "Intel Xeon"}, "holds")], body
+    assert {t["host"]["cpu"] for t in body["trials"]} == {"AMD EPYC", "Intel Xeon"}
+    Trial.objects.filter(sweep=sweep).update(provenance={})  # trials from before jobs recorded a CPU
+    body = api_client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/?trials=1").json()
+    assert [f["scope"] for f in body["findings"] if f["name"] == "nfs_metadata_two_rtt"] == [{}]
+    assert body["trials"][0]["host"] == {"cpu": None}
+
+
+def test_the_metric_selectors_offer_what_the_sweep_reported_under_its_familys_heading(
+    alice, api_client_for, client_for
+) -> None:
+    body = spec(grid={"target": ["nfs", "swift"]})
+    body["fixed"] = {"family": "metadata", "meta_n": 10}
+    sweep = Sweep.objects.get(pk=api_client_for(alice).post("/api/sweeps/", body, format="json").json()["id"])
+    page = client_for(alice).get(f"/sweeps/{sweep.pk}/").content.decode()
+    chart_y = page[page.index('<select id="chart-y"') : page.index("</select>", page.index('id="chart-y"'))]
+    assert '<optgroup label="macrobenchmarks: PostMark, FileBench">' in chart_y  # nothing reported yet: all
+    for t in sweep.trials.all():
+        ingest_result(t, {"summary": {"mkdir_ms_per_op": 2.0, "mkdir_packets": 40.0, "cpu_client": 0.3}})
+    page = client_for(alice).get(f"/sweeps/{sweep.pk}/").content.decode()
+    chart_y = page[page.index('<select id="chart-y"') : page.index("</select>", page.index('id="chart-y"'))]
+    assert chart_y.count("<option") == 3 and 'value="mib_s"' not in chart_y, chart_y
+    assert chart_y.index('<optgroup label="metadata (per kind)">') < chart_y.index('value="mkdir_packets"')
+    assert chart_y.index('<optgroup label="CPU">') < chart_y.index('value="cpu_client"')
+    other = Sweep.objects.get(pk=api_client_for(alice).post("/api/sweeps/", body, format="json").json()["id"])
+    query = f"job_type=storage_bench&sweeps={sweep.pk}&sweeps={other.pk}&y=iops&x=target"
+    page = client_for(alice).get(f"/compare/?{query}").content.decode()
+    cmp_y = page[page.index('<select id="cmp-y"') : page.index("</select>", page.index('id="cmp-y"'))]
+    assert '<option value="iops" selected>FileBench personality IOPS (1/s)</option></optgroup>' in cmp_y

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from qoelab.findings import JOB_REPORTS, REPORT_TITLES, REPORTS, applicable, evaluate, render_markdown
-from qoelab.findings.base import Finding
+from qoelab.findings.base import Finding, normalise, scopes
 from qoelab.findings.sb001_util import clean, net_row, series_label
 
 KIB, MIB = 1024, 1024 * 1024
@@ -100,6 +100,25 @@ def test_nfs_two_round_trips_per_operation():
     f = one(meta("nfs", lambda ms: 2 * ms + 1, rtts=(0.0,)), "nfs_metadata_two_rtt")
     assert f.verdict == "inconclusive"
     assert f.reason == "no NFS metadata trial with RTT > 0 (and no loss) at n = 1000"
+
+
+def test_each_host_cpus_trials_are_judged_apart_and_a_row_without_one_joins_every_host():
+    fast = [{**r, "host": {"cpu": "Xeon"}} for r in meta("nfs", lambda ms: 2 * ms + 1)]
+    slow = [{**r, "host": {"cpu": "EPYC"}} for r in meta("nfs", lambda ms: ms + 30)]
+    found = named(evaluate("sb001", fast + slow), "nfs_metadata_two_rtt")
+    assert [(f.scope, f.verdict) for f in found] == [({"host": "EPYC"}, "does not hold"),
+                                                     ({"host": "Xeon"}, "holds")]  # fmt: skip
+    assert found[0].scope_label == "host = EPYC"
+    # Pooled, the two machines' slopes would make one wide interval: the report would measure them.
+    pooled = one([{k: v for k, v in r.items() if k != "host"} for r in fast + slow], "nfs_metadata_two_rtt")
+    assert pooled.scope == {} and pooled.verdict != "holds"
+    unnamed = meta("nfs", lambda ms: 2 * ms + 1, rtts=(0.1,))  # e.g. results from before rows named a CPU
+    split = scopes(normalise(fast + slow + unnamed, per_host=True), keep={"rtt", "repetition"})
+    assert [(scope, sum(r["params"]["rtt"] == 0.1 for r in rows)) for scope, rows in split] == [
+        ({"host": "EPYC"}, 3), ({"host": "Xeon"}, 3)]  # fmt: skip
+    assert all("host" not in r["params"] for r in normalise(fast))  # only when asked for
+    one_host = one(fast, "nfs_metadata_two_rtt")
+    assert one_host.scope == {} and one_host.verdict == "holds"  # nothing to split: no host scope
 
 
 def test_nfs_two_round_trips_with_one_rtt_is_a_ratio_and_lossy_trials_are_left_out():

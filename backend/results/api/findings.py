@@ -41,6 +41,7 @@ class FindingTrialSerializer(serializers.Serializer):
     sweep = serializers.IntegerField()
     params = serializers.DictField(help_text="the trial's resolved (SI) parameters")
     summary = serializers.DictField(child=serializers.FloatField())
+    host = serializers.DictField(help_text="{'cpu': the CPU model that ran it; null if its job records none}")
 
 
 class FindingsSerializer(serializers.Serializer):

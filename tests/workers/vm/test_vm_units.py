@@ -288,17 +288,16 @@ def test_the_guests_reports_are_its_serial_lines_and_the_kernels_oom_kills(tmp_p
 
 def test_only_an_x2go_viewer_that_ended_before_the_measurement_earns_another_session(tmp_path: Path) -> None:
     from qoelab.rd.procs import ProcSet
-    from qoelab.vm.bench import _session_ended_early
+    from qoelab.vm.bench import _viewer_ended_early
 
     procs = ProcSet("qvt0", tmp_path)
     server = procs.spawn("page-server", ["sleep", "60"])
     try:
         viewer = procs.spawn("viewer-x2go", ["true"])
         viewer.popen.wait(timeout=10)
-        assert _session_ended_early("x2go", procs, 1, {})
-        assert not _session_ended_early("vnc", procs, 1, {})
-        assert not _session_ended_early("x2go", procs, 1, {"setup_s": 9.0})  # measuring had begun
-        assert not _session_ended_early("x2go", procs, 2, {})  # not this attempt's viewer
+        assert _viewer_ended_early(procs, 1, {})
+        assert not _viewer_ended_early(procs, 1, {"setup_s": 9.0})  # measuring had begun
+        assert not _viewer_ended_early(procs, 2, {})  # not this attempt's viewer
         procs.stop_all(keep=1)  # the retry stops its own processes, never the page server
         assert [p.name for p in procs.procs] == ["page-server"] and server.alive()
     finally:
@@ -306,16 +305,14 @@ def test_only_an_x2go_viewer_that_ended_before_the_measurement_earns_another_ses
     assert not server.alive()
 
 
-def test_an_x2go_session_that_ends_early_gets_one_more_and_the_provenance_says_so(tmp_path: Path) -> None:
-    import logging
+def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_returned(tmp_path: Path) -> None:
     from collections.abc import Callable
     from types import SimpleNamespace
 
     from qoelab.rd.procs import ProcSet, SetupError
-    from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_once_more_if_x2go_ended
+    from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
 
     guest = SimpleNamespace(reports=lambda: ["[ 40.1] chromium exited"])
-    log = logging.getLogger("test")
 
     def ends_early(times: int) -> tuple[Callable[[], str], list[int]]:
         calls: list[int] = []
@@ -332,19 +329,19 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_the_provenance_says_s
     procs = ProcSet("qvt1", tmp_path)
     try:
         server = procs.spawn("page-server", ["sleep", "60"])
-        vm_info: dict[str, list[dict]] = {}
+        home = tmp_path / "client-home"
         measure, calls = ends_early(X2GO_SESSION_ATTEMPTS - 1)
-        got = _measure_once_more_if_x2go_ended(measure, "x2go", procs, guest, tmp_path, {}, vm_info, "q", log)
+        got, restarts = _measure_reporting_the_guest(measure, procs, guest, {}, home, retry=True)
         assert got == "measured" and len(calls) == X2GO_SESSION_ATTEMPTS
-        assert len(vm_info["x2go_session_restarts"]) == X2GO_SESSION_ATTEMPTS - 1
-        assert vm_info["x2go_session_restarts"][0]["guest_reports"] == ["[ 40.1] chromium exited"]
+        assert len(restarts) == X2GO_SESSION_ATTEMPTS - 1
+        assert restarts[0] == {"error": "no first page", "guest_reports": ["[ 40.1] chromium exited"]}
         assert [p.name for p in procs.procs] == ["page-server"] and server.alive()  # the viewer stopped
         measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
         with pytest.raises(SetupError, match="no first page; the guest reported: .*chromium exited"):
-            _measure_once_more_if_x2go_ended(measure, "x2go", procs, guest, tmp_path, {}, {}, "q", log)
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, retry=True)
         measure, calls = ends_early(1)
         with pytest.raises(SetupError):  # VNC has no session to start again
-            _measure_once_more_if_x2go_ended(measure, "vnc", procs, guest, tmp_path, {}, {}, "q", log)
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, retry=False)
         assert len(calls) == 1
     finally:
         procs.stop_all()

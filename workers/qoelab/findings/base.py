@@ -384,14 +384,18 @@ def scopes(rows: Sequence[Mapping[str, Any]], keep: Iterable[str]) -> list[tuple
     return out
 
 
-def normalise(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Keep rows that have params and a summary; summary values as floats (None dropped)."""
+def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list[dict[str, Any]]:
+    """Keep rows that have params and a summary; summary values as floats (None dropped).
+
+    ``per_host``: the row's host CPU (``row["host"]["cpu"]``) becomes the parameter ``host``, so
+    :func:`scopes` judges each machine's trials apart. A row that names no CPU joins every host's."""
     out = []
     for r in rows:
         params = dict(r.get("params") or r.get("resolved") or {})
         summary = {k: float(v) for k, v in (r.get("summary") or {}).items() if v is not None}
+        cpu = (r.get("host") or {}).get("cpu") if per_host else None
         if params:
-            out.append({"params": params, "summary": summary})
+            out.append({"params": {**params, "host": cpu} if cpu else params, "summary": summary})
     return out
 
 

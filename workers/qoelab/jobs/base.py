@@ -24,6 +24,7 @@ class Metric:
     name: str
     label: str
     unit: str = ""
+    group: str = ""  # the selectors' heading for it (a job type's family); "" stands alone
 
 
 @dataclass(frozen=True)

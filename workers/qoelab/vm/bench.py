@@ -189,12 +189,18 @@ def run_vm_bench(
                 timings=timings, t0=t0, on_step=on_step, log=log,
             )  # fmt: skip
             try:
-                run = _measure_once_more_if_x2go_ended(measure, protocol, procs, guest, workdir, timings,
-                                                       vm_info, prefix, log)  # fmt: skip
+                run, restarts = _measure_reporting_the_guest(
+                    measure, procs, guest, timings, workdir / "client-home", retry=protocol == "x2go"
+                )
             finally:
                 t2 = time.monotonic()
                 procs.stop_all()
                 timings["client_teardown_s"] = time.monotonic() - t2
+        for restart in restarts:
+            log.warning("%s: the X2Go session ended before its first page, once more: %s", prefix,
+                        restart["guest_reports"])  # fmt: skip
+        if restarts:  # said in the trial's provenance
+            vm_info["x2go_session_restarts"] = restarts
         # An earlier snapshot_error (the snapshot could not be made) survives the guest's own None.
         vm_info = {**guest.provenance(), **{k: v for k, v in vm_info.items() if v is not None}}
         timings["vm_teardown_s"] = guest.teardown_s or 0.0
@@ -214,35 +220,33 @@ def run_vm_bench(
     return analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
 
 
-def _measure_once_more_if_x2go_ended(
-    measure: Callable[[], Any], protocol: str, procs: ProcSet, guest: Any, workdir: Path,
-    timings: dict[str, float], vm_info: dict[str, Any], prefix: str, log: logging.Logger,
-) -> Any:  # fmt: skip
-    """``measure()``; if an X2Go session ended before its first page, a new session, at most
-    ``X2GO_SESSION_ATTEMPTS`` in all. Any other failure, or the last, says what the guest reported."""
+def _measure_reporting_the_guest(
+    measure: Callable[[], Any], procs: ProcSet, guest: Any, timings: dict[str, float], client_home: Path,
+    retry: bool,
+) -> tuple[Any, list[dict[str, Any]]]:  # fmt: skip
+    """``measure()`` and the X2Go sessions started again, each with its error and the guest's reports.
+
+    With ``retry`` (X2Go), a session whose viewer ended before its first page gets a new one, at most
+    ``X2GO_SESSION_ATTEMPTS`` in all: its browser did so once in CI under TCG (docs/vm.md). Any other
+    failure, or the last, raises with what the guest reported appended."""
     started = len(procs.procs)
-    for attempt in range(1, X2GO_SESSION_ATTEMPTS + 1):
+    restarts: list[dict[str, Any]] = []
+    while True:
         try:
-            return measure()
+            return measure(), restarts
         except SetupError as err:
             reports = guest.reports()
-            last = attempt == X2GO_SESSION_ATTEMPTS
-            if last or not _session_ended_early(protocol, procs, started, timings):
+            again = retry and len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
+            if not (again and _viewer_ended_early(procs, started, timings)):
                 raise SetupError(f"{err}; the guest reported: {reports or 'nothing'}") from err
-            # The session's browser ended before the first page (seen once in CI under TCG;
-            # docs/vm.md): a new session, said in the trial's provenance.
-            log.warning("%s: the X2Go session ended before its first page, once more: %s", prefix, reports)
-            vm_info.setdefault("x2go_session_restarts", []).append(
-                {"error": str(err)[-500:], "guest_reports": reports}
-            )
+            restarts.append({"error": str(err)[-500:], "guest_reports": reports})
             procs.stop_all(keep=started)
-            shutil.rmtree(workdir / "client-home", ignore_errors=True)
-    raise AssertionError("unreachable: the last attempt returns or raises")
+            shutil.rmtree(client_home, ignore_errors=True)
 
 
-def _session_ended_early(protocol: str, procs: ProcSet, started: int, timings: dict[str, float]) -> bool:
+def _viewer_ended_early(procs: ProcSet, started: int, timings: dict[str, float]) -> bool:
     """An X2Go viewer (pyhoca-cli) of this attempt has exited before the measurement started."""
-    if protocol != "x2go" or "setup_s" in timings:
+    if "setup_s" in timings:
         return False
     return any(p.name == "viewer-x2go" and not p.alive() for p in procs.procs[started:])
 
