@@ -6,6 +6,7 @@ path, not the thesis' numbers (benchmarks/storage_bench/). Skipped without the g
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -69,6 +70,8 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         assert 0 < prov["target"]["disk_baseline"]["read_mib_s"] <= 1.5 * 110, prov["target"]
         assert prov["client"]["accel"] in ("kvm", "tcg")
         assert prov["substitutions"], prov
+        # the CPU that ran it, by which the findings judge each worker's trials apart
+        assert prov["host_cpu"]["model"] and prov["host_cpu"]["cpus"] == os.cpu_count(), prov["host_cpu"]
     assert "[mq-deadline]" in trials["iscsi"]["provenance"]["mount"]["scheduler"]  # the chosen one
 
     web = Client()
@@ -76,7 +79,8 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
     fig = web.get(f"/sweeps/{sweep['id']}/chart.json?preset=fig46").json()
     labels = {s["label"] for panel in fig.get("panels", [fig]) for s in panel["series"]}
     assert len(labels) == 3, fig
-    report = api.get(f"/api/sweeps/{sweep['id']}/findings/")
+    report = api.get(f"/api/sweeps/{sweep['id']}/findings/", trials=1)
+    assert {t["host"]["cpu"] for t in report["trials"]} == {trials["nfs"]["provenance"]["host_cpu"]["model"]}
     # §4.6's claim applies (files of 1 MiB, 16 threads, 50 ms + 0.1 %): judged, whatever the verdict
     # on so short a round
     verdicts = {f["name"]: f["verdict"] for f in report["findings"]}
