@@ -187,3 +187,50 @@ def test_a_vm_mode_trial_measures_real_updates_across_the_link(
             video = Path(recordings["files"][name][0])
             info = probe(video)
             assert info["codec"] == "vp8" and (info["width"], info["height"]) == (800, 600), (name, info)
+
+
+def test_a_boot_qemu_dies_in_gets_one_more_and_a_plain_failure_none(image, tmp_path: Path) -> None:
+    """QEMU aborted once in CI while a TCG guest booted (an assertion in its MSI-X emulation): the
+    emulator's failure, not the trial's. Here a real QEMU is killed with SIGABRT as it would abort."""
+    calls: list[int] = []
+
+    def aborts(times: int):
+        def ready(guest, proc, deadline: float) -> None:
+            calls.append(proc.pid)
+            if len(calls) <= times:
+                os.kill(proc.pid, signal.SIGABRT)
+                proc.wait(timeout=30)
+                raise vmguest.GuestNotReadyError(f"QEMU exited with status {proc.returncode} while booting")
+
+        return ready
+
+    def boot(ready, prefix: str):
+        return vmguest.running_guest(prefix, tmp_path / prefix, accel="tcg", vnc_display=None,
+                                     spice_port=None, ready=ready, ready_timeout=60)  # fmt: skip
+
+    prefix = "qvc" + secrets.token_hex(3)
+    with boot(aborts(1), prefix) as g:
+        assert len(calls) == 2 and calls[0] != calls[1] and g.pid == calls[1]
+        (crash,) = g.provenance()["crashed_boots"]
+        assert "QEMU exited with status -6" in crash, crash
+        assert len(vmguest.find_qemu_processes(prefix)) == 1 and len(vmguest.overlays_of(prefix)) == 1
+    assert not vmguest.find_qemu_processes(prefix) and not vmguest.overlays_of(prefix)
+
+    calls.clear()
+    prefix = "qvc" + secrets.token_hex(3)
+    with pytest.raises(vmguest.GuestNotReadyError, match="status -6"), boot(aborts(2), prefix):
+        pytest.fail("two boots QEMU died in are the end")
+    assert len(calls) == vmguest.BOOT_ATTEMPTS
+    assert not vmguest.find_qemu_processes(prefix) and not vmguest.overlays_of(prefix)
+
+    calls.clear()
+
+    def never(guest, proc, deadline: float) -> None:
+        calls.append(proc.pid)
+        raise vmguest.GuestNotReadyError("sshd did not answer before the deadline")  # QEMU still running
+
+    prefix = "qvc" + secrets.token_hex(3)
+    with pytest.raises(vmguest.GuestNotReadyError, match="sshd did not answer"), boot(never, prefix):
+        pytest.fail("a guest that is not ready is not booted again")
+    assert len(calls) == 1
+    assert not vmguest.find_qemu_processes(prefix) and not vmguest.overlays_of(prefix)
