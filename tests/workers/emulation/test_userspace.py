@@ -230,12 +230,17 @@ def test_jitter_is_uniform_within_bounds_by_default_and_normal_with_sigma_jitter
 
     uni = one_way_ms("uniform")
     assert len(uni) == 300
-    # Host scheduling only ever adds delay, and on a loaded 2-core CI host an echo or two arrive a
-    # few tenths of a ms late (5.6 ms seen): bound the 99th percentile above, the minimum below.
-    assert min(uni) >= -5.2 and sorted(uni)[-4] <= 5.4, (min(uni), sorted(uni)[-4:])
-    assert 2.5 <= statistics.pstdev(uni) <= 3.3  # 5 / sqrt(3) = 2.89
+    # Host scheduling only ever adds delay, and on a loaded 2-core CI host some echoes arrive late
+    # (5.6 ms seen; a full suite once failed the older p99 and standard-deviation bounds).
+    # So: the minimum bounds the draw below; above, and for the spread, statistics that a few late
+    # echoes cannot move: the share beyond the bound and the interquartile range.
+    assert min(uni) >= -5.2, min(uni)
+    assert sum(x > 5.4 for x in uni) <= 6, sorted(uni)[-8:]  # at most 2 %
+    q1, _, q3 = statistics.quantiles(uni, n=4)
+    assert 4.2 <= q3 - q1 <= 5.8, (q1, q3)  # uniform on +-5 ms: 5 ms
     norm = one_way_ms("normal")
-    assert 4.3 <= statistics.pstdev(norm) <= 5.7
+    q1, _, q3 = statistics.quantiles(norm, n=4)
+    assert 5.6 <= q3 - q1 <= 7.9, (q1, q3)  # normal: 1.349 sigma = 6.74 ms
     assert sum(abs(x) > 5.5 for x in norm) >= 30  # ~27 % of a normal lies beyond 1.1 sigma
 
 

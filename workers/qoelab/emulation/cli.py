@@ -166,7 +166,7 @@ def print_table(result: dict[str, Any]) -> None:
         mark[ok.get("tcp_up_bps")],
     )
     table.add_row(
-        "RTT idle (mean)", _fmt_ms(conf["rtt_ms"]), "", _fmt_ms(meas["rtt_ms"]), mark[ok.get("rtt_ms")]
+        "RTT idle (median)", _fmt_ms(conf["rtt_ms"]), "", _fmt_ms(meas["rtt_ms"]), mark[ok.get("rtt_ms")]
     )
     table.add_row("RTT loaded (median)", "", "", _fmt_ms(meas["rtt_loaded_ms"]), "")
     for key, conf_key, label in (

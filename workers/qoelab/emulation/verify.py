@@ -1,10 +1,10 @@
 """Measure what an emulated link really does: TCP goodput each way, RTT idle and under load, loss.
 
-Method (docs/emulation.md): ping from the client (idle RTT); iperf3 TCP client -> server (up) and
-server -> client (``-R``, down) with ping running during the down test (loaded RTT: the echo replies
-queue behind the download); a paced iperf3 UDP probe each way at a quarter of the link rate for
-the loss rate, with a Clopper-Pearson 95 % interval. For lossy links the Mathis et al. model
-MSS/RTT * sqrt(3/2) / sqrt(p) tells what standard TCP can reach on the path at all.
+Method (docs/emulation.md): ping from the client (idle RTT, the echoes' median); iperf3 TCP client
+-> server (up) and server -> client (``-R``, down) with ping running during the down test (loaded
+RTT: the echo replies queue behind the download); a paced iperf3 UDP probe each way at a quarter
+of the link rate for the loss rate, with a Clopper-Pearson 95 % interval. For lossy links the
+Mathis et al. model MSS/RTT * sqrt(3/2) / sqrt(p) tells what standard TCP can reach on the path.
 """
 
 from __future__ import annotations
@@ -264,7 +264,8 @@ def verify_link(
         "tcp_up_bps": tcp_up["bps"],
         "tcp_down_retransmits": tcp_down["retransmits"],
         "tcp_up_retransmits": tcp_up["retransmits"],
-        "rtt_ms": rtt_idle["mean"],
+        # The median: an echo the loaded host schedules late moves the mean, not the link's RTT.
+        "rtt_ms": rtt_idle["median"],
         "rtt_idle": rtt_idle,
         "rtt_loaded_ms": rtt_loaded["median"],
         "rtt_loaded": rtt_loaded,
@@ -274,7 +275,7 @@ def verify_link(
         "loss_up": loss_up,
     }
     mss = link.profile.mtu - TCP_OVERHEAD
-    rtt_s = (rtt_idle["mean"] or conf["rtt_ms"]) / 1e3
+    rtt_s = (rtt_idle["median"] or conf["rtt_ms"]) / 1e3
     mathis_down = mathis_bps(mss, rtt_s, link.profile.down.mean_loss_pct() / 100)
     mathis_up = mathis_bps(mss, rtt_s, link.profile.up.mean_loss_pct() / 100)
     expected = {
