@@ -254,6 +254,16 @@ Restart=on-failure
 WantedBy=multi-user.target
 UNIT
 chroot "$ROOT" systemctl enable qoelab-kiosk.service >/dev/null 2>&1
+# x2goserver.service runs x2gocleansessions, which starts perl's x2golistsessions_sql every 2 s: under
+# TCG each start takes seconds, so it held about one of the guest's two vCPUs all the time, in VNC and
+# SPICE trials too, and the X2Go session's browser missed its start deadline (docs/vm.md). It only
+# tidies up dead sessions: it runs when the guest's CPUs have nothing else to do.
+mkdir -p "$ROOT/etc/systemd/system/x2goserver.service.d"
+cat >"$ROOT/etc/systemd/system/x2goserver.service.d/qoelab-idle.conf" <<'IDLE'
+[Service]
+Nice=19
+CPUSchedulingPolicy=idle
+IDLE
 chroot "$ROOT" systemctl set-default multi-user.target >/dev/null 2>&1
 # Fewer units that only cost boot time under TCG.
 chroot "$ROOT" systemctl mask apt-daily.timer apt-daily-upgrade.timer man-db.timer e2scrub_all.timer \

@@ -340,10 +340,15 @@ def _cell(v: Any) -> Any:
     return "" if v is None else v
 
 
+def stored_metric_names(sweep: Sweep) -> set[str]:
+    """The names of the summary values the sweep's trials stored."""
+    return set(SummaryValue.objects.filter(trial__sweep=sweep).values_list("name", flat=True).distinct())
+
+
 def reported_metrics(sweep: Sweep, job: JobType) -> list[Metric]:
     """The job type's metrics that the sweep's trials reported, in the job's order; all of them
     before any trial has (a metadata sweep of storage_bench offers no throughput to chart)."""
-    stored = set(SummaryValue.objects.filter(trial__sweep=sweep).values_list("name", flat=True).distinct())
+    stored = stored_metric_names(sweep)
     return [m for m in job.metrics if m.name in stored] or list(job.metrics)
 
 
@@ -352,8 +357,7 @@ def summaries_csv(sweep: Sweep, job: JobType | None) -> Iterator[str]:
     writer = csv.writer(Echo())
     params = param_columns(sweep)
     declared = [m.name for m in job.metrics] if job else []
-    stored = SummaryValue.objects.filter(trial__sweep=sweep).values_list("name", flat=True).distinct()
-    metrics = declared + sorted(set(stored) - set(declared))
+    metrics = declared + sorted(stored_metric_names(sweep) - set(declared))
     yield writer.writerow(
         ["trial_id", "index", *params, "repetition", "status", "attempts", "host", "error", *metrics]
     )

@@ -331,17 +331,18 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
         server = procs.spawn("page-server", ["sleep", "60"])
         home = tmp_path / "client-home"
         measure, calls = ends_early(X2GO_SESSION_ATTEMPTS - 1)
-        got, restarts = _measure_reporting_the_guest(measure, procs, guest, {}, home, retry=True)
+        heard: list[dict] = []
+        got, restarts = _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append)
         assert got == "measured" and len(calls) == X2GO_SESSION_ATTEMPTS
-        assert len(restarts) == X2GO_SESSION_ATTEMPTS - 1
+        assert len(restarts) == X2GO_SESSION_ATTEMPTS - 1 and heard == restarts
         assert restarts[0] == {"error": "no first page", "guest_reports": ["[ 40.1] chromium exited"]}
         assert [p.name for p in procs.procs] == ["page-server"] and server.alive()  # the viewer stopped
         measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
         with pytest.raises(SetupError, match="no first page; the guest reported: .*chromium exited"):
-            _measure_reporting_the_guest(measure, procs, guest, {}, home, retry=True)
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append)
         measure, calls = ends_early(1)
         with pytest.raises(SetupError):  # VNC has no session to start again
-            _measure_reporting_the_guest(measure, procs, guest, {}, home, retry=False)
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, None)
         assert len(calls) == 1
     finally:
         procs.stop_all()

@@ -188,17 +188,20 @@ def run_vm_bench(
                 merged, workdir, manifest, params, SETUP_TIMEOUT_S[protocol], record=record, prefix=prefix,
                 timings=timings, t0=t0, on_step=on_step, log=log,
             )  # fmt: skip
+
+            def said(restart: dict[str, Any]) -> None:
+                log.warning("%s: the X2Go session ended before its first page, once more: %s", prefix,
+                            restart["guest_reports"])  # fmt: skip
+
+            on_restart = said if protocol == "x2go" else None
             try:
                 run, restarts = _measure_reporting_the_guest(
-                    measure, procs, guest, timings, workdir / "client-home", retry=protocol == "x2go"
+                    measure, procs, guest, timings, workdir / "client-home", on_restart
                 )
             finally:
                 t2 = time.monotonic()
                 procs.stop_all()
                 timings["client_teardown_s"] = time.monotonic() - t2
-        for restart in restarts:
-            log.warning("%s: the X2Go session ended before its first page, once more: %s", prefix,
-                        restart["guest_reports"])  # fmt: skip
         if restarts:  # said in the trial's provenance
             vm_info["x2go_session_restarts"] = restarts
         # An earlier snapshot_error (the snapshot could not be made) survives the guest's own None.
@@ -222,13 +225,14 @@ def run_vm_bench(
 
 def _measure_reporting_the_guest(
     measure: Callable[[], Any], procs: ProcSet, guest: Any, timings: dict[str, float], client_home: Path,
-    retry: bool,
+    on_restart: Callable[[dict[str, Any]], None] | None,
 ) -> tuple[Any, list[dict[str, Any]]]:  # fmt: skip
     """``measure()`` and the X2Go sessions started again, each with its error and the guest's reports.
 
-    With ``retry`` (X2Go), a session whose viewer ended before its first page gets a new one, at most
-    ``X2GO_SESSION_ATTEMPTS`` in all: its browser did so once in CI under TCG (docs/vm.md). Any other
-    failure, or the last, raises with what the guest reported appended."""
+    With ``on_restart`` (X2Go), a session whose viewer ended before its first page gets a new one, at
+    most ``X2GO_SESSION_ATTEMPTS`` in all (its browser did so in CI under TCG; docs/vm.md), and
+    ``on_restart`` hears of each as it happens. Any other failure, or the last, raises with what the
+    guest reported appended."""
     started = len(procs.procs)
     restarts: list[dict[str, Any]] = []
     while True:
@@ -236,10 +240,11 @@ def _measure_reporting_the_guest(
             return measure(), restarts
         except SetupError as err:
             reports = guest.reports()
-            again = retry and len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
-            if not (again and _viewer_ended_early(procs, started, timings)):
+            again = on_restart is not None and len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
+            if not (on_restart and again and _viewer_ended_early(procs, started, timings)):
                 raise SetupError(f"{err}; the guest reported: {reports or 'nothing'}") from err
             restarts.append({"error": str(err)[-500:], "guest_reports": reports})
+            on_restart(restarts[-1])
             procs.stop_all(keep=started)
             shutil.rmtree(client_home, ignore_errors=True)
 
