@@ -310,7 +310,7 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
     from types import SimpleNamespace
 
     from qoelab.rd.procs import ProcSet, SetupError
-    from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
+    from qoelab.vm.bench import X2GO_BROWSER_STALL, X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
 
     guest = SimpleNamespace(reports=lambda: ["[ 40.1] chromium exited"])
 
@@ -341,8 +341,13 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
         with pytest.raises(SetupError, match="no first page; the guest reported: .*chromium exited"):
             _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append)
         measure, calls = ends_early(1)
-        with pytest.raises(SetupError):  # VNC has no session to start again
+        with pytest.raises(SetupError) as vnc:  # VNC has no session to start again
             _measure_reporting_the_guest(measure, procs, guest, {}, home, None)
-        assert len(calls) == 1
+        assert len(calls) == 1 and X2GO_BROWSER_STALL not in str(vnc.value)
+        # The session's browser restarted by the image's stall check: the error names the stall.
+        guest.reports = lambda: ["QOELAB-BROWSER-RESTART 1 421.7", "QOELAB-BROWSER-RESTART 2 513.6"]
+        measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
+        with pytest.raises(SetupError, match=f"{X2GO_BROWSER_STALL} \\(2 restarts"):
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append)
     finally:
         procs.stop_all()

@@ -42,6 +42,9 @@ X2GO_USER = "rd"
 # (about 3 on an idle 2-core host, past 5 once the host is busy: a readiness ceiling, not a sleep).
 SETUP_TIMEOUT_S = {"vnc": 60.0, "spice": 60.0, "x2go": 600.0}
 X2GO_SESSION_ATTEMPTS = 2  # a session whose browser ended before the first page gets one more
+BROWSER_RESTART_MARK = "QOELAB-BROWSER-RESTART"  # the image's kiosk browser restarted a stalled start
+# In a failed X2Go trial's error when the session's browser stalled (docs/vm.md, "Chromium 156").
+X2GO_BROWSER_STALL = "the X2Go session's browser never showed the page"
 GUEST_X2GO_IRLIMIT = 1_000_000  # nxagent -irlimit in the guest image (vm-images/build.sh)
 # rd settings -> QEMU -spice option names (the SPICE server is QEMU's libspice-server).
 SPICE_OPTION_NAMES = {
@@ -242,7 +245,11 @@ def _measure_reporting_the_guest(
             reports = guest.reports()
             again = on_restart is not None and len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
             if not (on_restart and again and _viewer_ended_early(procs, started, timings)):
-                raise SetupError(f"{err}; the guest reported: {reports or 'nothing'}") from err
+                stalls = sum(r.startswith(BROWSER_RESTART_MARK) for r in reports)
+                why = f"; {X2GO_BROWSER_STALL} ({stalls} restarts of stalled browser starts; docs/vm.md)"
+                raise SetupError(
+                    f"{err}{why if on_restart and stalls else ''}; the guest reported: {reports or 'nothing'}"
+                ) from err
             restarts.append({"error": str(err)[-500:], "guest_reports": reports})
             on_restart(restarts[-1])
             procs.stop_all(keep=started)
