@@ -243,13 +243,12 @@ def _measure_reporting_the_guest(
             return measure(), restarts
         except SetupError as err:
             reports = guest.reports()
-            again = on_restart is not None and len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
-            if not (on_restart and again and _viewer_ended_early(procs, started, timings)):
+            again = len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
+            if on_restart is None or not (again and _viewer_ended_early(procs, started, timings)):
                 stalls = sum(r.startswith(BROWSER_RESTART_MARK) for r in reports)
                 why = f"; {X2GO_BROWSER_STALL} ({stalls} restarts of stalled browser starts; docs/vm.md)"
-                raise SetupError(
-                    f"{err}{why if on_restart and stalls else ''}; the guest reported: {reports or 'nothing'}"
-                ) from err
+                why = why if on_restart and stalls else ""
+                raise SetupError(f"{err}{why}; the guest reported: {reports or 'nothing'}") from err
             restarts.append({"error": str(err)[-500:], "guest_reports": reports})
             on_restart(restarts[-1])
             procs.stop_all(keep=started)
