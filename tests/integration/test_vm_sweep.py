@@ -25,9 +25,7 @@ def _guest_image() -> None:
         pytest.skip(f"no guest image: run make vm-image ({err})")
 
 
-def test_a_vm_mode_sweep_runs_on_a_worker_and_charts_beside_namespace_mode(
-    lab_stack: Any, guest_paint: Any
-) -> None:
+def test_a_vm_mode_sweep_runs_on_a_worker_and_charts_beside_namespace_mode(lab_stack: Any) -> None:
     from dashboard.services import chart_payload, server_side, tcg_caveat
     from experiments.models import Sweep
     from qoelab import jobs
@@ -53,7 +51,6 @@ def test_a_vm_mode_sweep_runs_on_a_worker_and_charts_beside_namespace_mode(
 
     finished = lab_stack.wait_for("both trials to end", done, timeout=900, every=2)
     trials = {t["params"]["server"]: t for t in api.get_all("/api/trials/", sweep=sweep["id"])}
-    guest_paint.check(trials["vm"]["error"] or "")
     assert finished["progress"]["counts"]["succeeded"] == 2, (
         {k: t["error"] for k, t in trials.items()},
         lab_stack.worker.log_tail(),

@@ -35,6 +35,7 @@ examples:
   qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64
   qoelab vose validate --primitive aes
   qoelab thinclient classify rdp.pcapng --server-port 3389
+  qoelab vm check --accel kvm
 
 environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
 QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
@@ -203,12 +204,13 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("version", help="print the qoelab version and code revision")
     v.set_defaults(func=cmd_version)
 
-    # Subcommands of the parts: `link check|cleanup`, `rd analyze`, `rd bench`, `apt simulate`.
+    # Subcommands of the parts: `link check|cleanup`, `rd analyze`, `rd bench`, `apt simulate`, `vm check`.
     from qoelab.apt import cli as apt_cli
     from qoelab.emulation import cli as emulation_cli
     from qoelab.rd import analyze_cli, bench_cli
     from qoelab.storage import cli as storage_cli
     from qoelab.thinclient import cli as thinclient_cli
+    from qoelab.vm import cli as vm_cli
     from qoelab.vose import cli as vose_cli
 
     emulation_cli.register(sub)
@@ -218,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     vose_cli.register(sub)
     thinclient_cli.register(sub)
     storage_cli.register(sub)
+    vm_cli.register(sub)
     return p
 
 

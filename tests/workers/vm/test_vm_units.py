@@ -344,10 +344,166 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
         with pytest.raises(SetupError) as vnc:  # VNC has no session to start again
             _measure_reporting_the_guest(measure, procs, guest, {}, home, None)
         assert len(calls) == 1 and X2GO_BROWSER_STALL not in str(vnc.value)
-        # The session's browser restarted by the image's stall check: the error names the stall.
-        guest.reports = lambda: ["QOELAB-BROWSER-RESTART 1 421.7", "QOELAB-BROWSER-RESTART 2 513.6"]
+        # The session's browser restarted by the image's stall check until it gave up: the error names
+        # the stall (below: only exactly then).
+        guest.reports = lambda: [*(f"QOELAB-BROWSER-RESTART x2go {n} {400 + n}.5" for n in (1, 2)),
+                                 "QOELAB-BROWSER-GAVE-UP x2go 3 600.1"]  # fmt: skip
         measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
-        with pytest.raises(SetupError, match=f"{X2GO_BROWSER_STALL} \\(2 restarts"):
+        with pytest.raises(SetupError, match=f"no first page; {X2GO_BROWSER_STALL} \\(3 starts stalled"):
             _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append)
+        measure, calls = ends_early(1)
+        with pytest.raises(SetupError) as vnc:  # the same lines in a VNC trial: no X2Go session to blame
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, None)
+        assert X2GO_BROWSER_STALL not in str(vnc.value)
     finally:
         procs.stop_all()
+
+
+# The guest's browsers each name their role on ttyS1 (vm-images/build.sh): the console kiosk and an
+# X2Go session's browser. Only the latter giving up before the measurement's setup is the X2Go stall.
+X2GO_GAVE_UP = [*(f"QOELAB-BROWSER-RESTART x2go {n} {400 + n}.5" for n in (1, 2)),
+                "QOELAB-BROWSER-GAVE-UP x2go 3 600.1"]  # fmt: skip
+CONSOLE_GAVE_UP = [*(f"QOELAB-BROWSER-RESTART console {n} {60 * n}.0" for n in (1, 2)),
+                   "QOELAB-BROWSER-GAVE-UP console 3 241.0"]  # fmt: skip
+
+
+def _failing_x2go_measure(procs, timings: dict[str, float], *, after_setup: bool, message: str):
+    """A measurement that fails with ``message``: after its setup completed, or with its viewer gone."""
+    from qoelab.rd.procs import SetupError
+
+    def measure() -> str:
+        if after_setup:
+            timings["setup_s"] = 12.0
+        else:
+            procs.spawn("viewer-x2go", ["true"]).popen.wait(timeout=10)
+        raise SetupError(message)
+
+    return measure
+
+
+def test_the_browser_lines_are_counted_by_role_and_old_lines_by_no_role() -> None:
+    from qoelab.vm.bench import UNKNOWN_ROLE, BrowserStarts, browser_reports
+
+    mixed = [
+        "QOELAB-BROWSER-RESTART console 1 61.0",
+        "QOELAB-X2GO-BROWSER-EXIT 1 88.0 available_mb=12 Trace/breakpoint trap",
+        *X2GO_GAVE_UP[:2],
+        "QOELAB-BROWSER-RESTART 1 30.0",  # an older image's line: which browser is not said
+        "[ 87.9] Out of memory: Killed process 812 (chromium)",
+        *X2GO_GAVE_UP[2:],
+        "QOELAB-BROWSER-RESTARTED x2go 1 1.0",  # not the mark
+        "",
+    ]
+    assert browser_reports(mixed) == {
+        "console": BrowserStarts(restarts=1, gave_up=False),
+        "x2go": BrowserStarts(restarts=2, gave_up=True),
+        UNKNOWN_ROLE: BrowserStarts(restarts=1, gave_up=False),
+    }
+    assert browser_reports([]) == {} and browser_reports(["QOELAB-READY 41.2"]) == {}
+
+
+def test_an_old_images_restart_lines_are_never_an_x2go_browsers() -> None:
+    from qoelab.vm.bench import UNKNOWN_ROLE, browser_reports, x2go_stall_note
+
+    old = ["QOELAB-BROWSER-RESTART 1 421.7", "QOELAB-BROWSER-RESTART 2 513.6", "QOELAB-BROWSER-GAVE-UP 3 600"]
+    found = browser_reports(old)
+    assert list(found) == [UNKNOWN_ROLE] and found[UNKNOWN_ROLE].restarts == 2
+    assert x2go_stall_note(old, {}) == ""
+
+
+def test_the_x2go_stall_label_needs_a_gave_up_x2go_browser_before_setup_completed() -> None:
+    from qoelab.vm.bench import X2GO_BROWSER_STALL, x2go_stall_note
+
+    note = x2go_stall_note(CONSOLE_GAVE_UP + X2GO_GAVE_UP, {})
+    assert note == f"{X2GO_BROWSER_STALL} (3 starts stalled; docs/vm.md)"
+    assert x2go_stall_note(X2GO_GAVE_UP, {"setup_s": 12.0}) == ""  # the page was shown: another failure
+    assert x2go_stall_note(X2GO_GAVE_UP[:2], {}) == ""  # restarted, not given up: it may yet paint
+    assert x2go_stall_note(CONSOLE_GAVE_UP, {}) == ""  # the console kiosk, not the session's browser
+
+
+def test_an_unrelated_error_after_setup_keeps_its_message_without_the_stall_label(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.vm.bench import X2GO_BROWSER_STALL, _measure_reporting_the_guest
+
+    guest = SimpleNamespace(reports=lambda: list(X2GO_GAVE_UP))
+    procs = ProcSet("qvt2", tmp_path)
+    timings: dict[str, float] = {}
+    heard: list[dict] = []
+    measure = _failing_x2go_measure(procs, timings, after_setup=True, message="calibration found no link")
+    try:
+        with pytest.raises(SetupError) as err:
+            _measure_reporting_the_guest(measure, procs, guest, timings, tmp_path / "home", heard.append)
+    finally:
+        procs.stop_all()
+    assert str(err.value).startswith("calibration found no link; the guest reported: ['QOELAB-BROWSER")
+    assert X2GO_BROWSER_STALL not in str(err.value) and heard == []
+
+
+def test_a_console_browsers_restarts_at_a_cold_boot_never_make_the_x2go_label(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.vm.bench import X2GO_BROWSER_STALL, X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
+
+    guest = SimpleNamespace(reports=lambda: list(CONSOLE_GAVE_UP))
+    procs = ProcSet("qvt3", tmp_path)
+    heard: list[dict] = []
+    measure = _failing_x2go_measure(procs, {}, after_setup=False, message="no first page")
+    try:
+        with pytest.raises(SetupError, match="^no first page; the guest reported: ") as err:
+            _measure_reporting_the_guest(measure, procs, guest, {}, tmp_path / "home", heard.append)
+    finally:
+        procs.stop_all()
+    assert X2GO_BROWSER_STALL not in str(err.value) and len(heard) == X2GO_SESSION_ATTEMPTS - 1
+
+
+def test_an_x2go_browser_that_gave_up_before_setup_is_named_with_its_restarts(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.vm.bench import X2GO_BROWSER_STALL, _measure_reporting_the_guest
+
+    # A cold boot's console kiosk restarted once too: it is not counted.
+    guest = SimpleNamespace(reports=lambda: [CONSOLE_GAVE_UP[0], *X2GO_GAVE_UP])
+    procs = ProcSet("qvt4", tmp_path)
+    measure = _failing_x2go_measure(procs, {}, after_setup=False, message="no first page")
+    try:
+        with pytest.raises(SetupError) as err:
+            _measure_reporting_the_guest(measure, procs, guest, {}, tmp_path / "home", lambda _r: None)
+    finally:
+        procs.stop_all()
+    first_line = str(err.value).splitlines()[0]
+    assert first_line.startswith(
+        f"no first page; {X2GO_BROWSER_STALL} (3 starts stalled; docs/vm.md); the guest reported: "
+    )
+
+
+def test_a_guest_that_never_shows_its_page_is_told_by_the_step_it_did_not_reach() -> None:
+    from qoelab.vm.reports import step_not_reached
+
+    assert step_not_reached([], None) == "the X server never started"
+    booted = ["QOELAB-STEP x-server 30.1", "QOELAB-STEP window-manager 33.0"]
+    assert step_not_reached(booted, None) == "the kiosk browser never mapped its window"
+    mapped = [*booted, "QOELAB-READY 41.0"]
+    assert step_not_reached(mapped, None) == "the kiosk browser never showed its start page"
+    gave_up = [*mapped, "QOELAB-BROWSER-RESTART console 1 101.0", "QOELAB-BROWSER-RESTART console 2 161.0",
+               "QOELAB-BROWSER-GAVE-UP console 3 221.0"]  # fmt: skip
+    assert step_not_reached(gave_up, None) == (
+        "the kiosk browser never showed its start page: the kiosk browser gave up after 3 starts"
+    )
+    shown = [*mapped, "QOELAB-PAGE-SHOWN console 1 47.5"]
+    assert step_not_reached(shown, None) == "the screen never showed a painted page"
+    assert step_not_reached(shown, "page server 10.213.0.1:8080") == (
+        "the start page never opened the trial's first page "
+        "(page server 10.213.0.1:8080, or the guest's network)"
+    )
+    # A restored guest's kiosk showed its start page before the state was saved.
+    assert step_not_reached([], "page server 10.213.0.1:8080", restored=True).startswith(
+        "the start page never opened the trial's first page"
+    )
+    # An X2Go session's browser giving up is not the kiosk's step.
+    assert step_not_reached([*mapped, "QOELAB-BROWSER-GAVE-UP x2go 3 500.0"], None) == (
+        "the kiosk browser never showed its start page"
+    )

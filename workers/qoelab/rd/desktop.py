@@ -54,6 +54,7 @@ SPICE_WAN = ("auto", "never", "always")
 SPICE_STREAMING = ("off", "all", "filter")
 
 OMNIBOX_WEBUI_FEATURES = "WebUIOmniboxPopup,WebUIOmniboxAimPopup,WebUIOmniboxFullPopup"
+IPC_CONNECTION_TIMEOUT_S = 600  # Chromium's default is 15 s; keep in step with vm-images/build.sh
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--test-type",  # no "unsupported flag" info bar over the page
@@ -65,6 +66,11 @@ CHROMIUM_FLAGS = [
     # (docs/vm.md). A kiosk window has no omnibox, so nothing is lost by turning it off.
     "--disable-features=Translate,MediaRouter,OptimizationHints," + OMNIBOX_WEBUI_FEATURES,
     "--disable-session-crashed-bubble",
+    # A child process (network, storage, renderer) that has not heard from the browser 15 s after
+    # its start ends itself; a browser that slow (a TCG guest booting, a busy host) then never
+    # commits its first page (docs/vm.md, "Why the guest's browser stalled"). Nothing here is
+    # that slow on purpose, so a child waits as long as a trial's setup may take.
+    f"--ipc-connection-timeout={IPC_CONNECTION_TIMEOUT_S}",
     "--disable-smooth-scrolling",
     "--noerrdialogs",
     "--no-first-run",

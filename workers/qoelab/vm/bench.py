@@ -30,21 +30,27 @@ from qoelab.rd.desktop import ServerSide, serve_pages
 from qoelab.rd.driver import DriverParams
 from qoelab.rd.procs import ProcSet, SetupError, require_tool
 from qoelab.rd.workload import find_link, generate
-from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, running_guest
-from qoelab.vm.qemu import vnc_options_for
+from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, resolve_accel, running_guest
+from qoelab.vm.image import GuestImage, load_image
+from qoelab.vm.qemu import guest_timeouts, vnc_options_for
+from qoelab.vm.reports import (  # noqa: F401  (X2GO_BROWSER_STALL and the marks: part of this module's API)
+    BROWSER_GAVE_UP_MARK,
+    BROWSER_RESTART_MARK,
+    UNKNOWN_ROLE,
+    X2GO_BROWSER_STALL,
+    BrowserStarts,
+    browser_reports,
+    x2go_stall_note,
+)
 
 VM_PROTOCOLS = ("vnc", "spice", "x2go")
 VM_STARTS = ("snapshot", "cold")
 VNC_DISPLAY = 0  # port 5900
 X2GO_SESSION_COMMAND = "qoelab-x2go-kiosk"  # in the image (vm-images/build.sh)
 X2GO_USER = "rd"
-# Under TCG an X2Go login starts nxagent and a second chromium inside the guest: minutes, not seconds
-# (about 3 on an idle 2-core host, past 5 once the host is busy: a readiness ceiling, not a sleep).
-SETUP_TIMEOUT_S = {"vnc": 60.0, "spice": 60.0, "x2go": 600.0}
+# The client side's setup ceiling (the X2Go login, nxagent and a second chromium in the guest take
+# minutes under TCG) follows the guest's accelerator: qoelab.vm.qemu.guest_timeouts.
 X2GO_SESSION_ATTEMPTS = 2  # a session whose browser ended before the first page gets one more
-BROWSER_RESTART_MARK = "QOELAB-BROWSER-RESTART"  # the image's kiosk browser restarted a stalled start
-# In a failed X2Go trial's error when the session's browser stalled (docs/vm.md, "Chromium 156").
-X2GO_BROWSER_STALL = "the X2Go session's browser never showed the page"
 GUEST_X2GO_IRLIMIT = 1_000_000  # nxagent -irlimit in the guest image (vm-images/build.sh)
 # rd settings -> QEMU -spice option names (the SPICE server is QEMU's libspice-server).
 SPICE_OPTION_NAMES = {
@@ -122,13 +128,15 @@ def run_vm_bench(
     on_step: Callable[[int], None] | None = None,
     accel: str = "auto",
     start: str = "snapshot",
-    ready_timeout_s: float = 300,
+    ready_timeout_s: float | None = None,
     record: bool = False,
 ) -> dict[str, Any]:
     """Like ``qoelab.rd.bench.run_bench`` (same result keys) plus ``vm``: the guest's provenance.
 
     ``start``: ``snapshot`` restores the guest from the host's saved state (made once, by the first
     trial that needs it), ``cold`` boots it; a failed restore falls back to a boot and says so.
+    ``ready_timeout_s``: QEMU start to the page on the guest's screen; None: the accelerator's
+    (``qoelab.vm.qemu.guest_timeouts``), as is the client side's setup ceiling.
     ``record``: as in ``run_bench`` (the client display and a locally rendered reference).
     """
     log = log or logging.getLogger("qoelab.vm.bench")
@@ -163,9 +171,14 @@ def run_vm_bench(
     t0 = time.monotonic()
     manifest = generate(workdir / "pages", pages=max(pages, 2), seed=seed)
     page_url = f"http://{TAP_HOST_ADDR[0]}:{PAGE_PORT}/{manifest.page(1).file}"
+    image = load_image()
+    # KVM probed once per host boot (cached): running_guest gets the same answer.
+    chosen, _why = resolve_accel(accel, image)
+    if ready_timeout_s is None:
+        ready_timeout_s = guest_timeouts(chosen).boot_ready_s
     snapshot = None
     if start == "snapshot":
-        snapshot = _snapshot_or_none(prefix, workdir / "vm-snapshot", accel, log, vm_info)
+        snapshot = _snapshot_or_none(prefix, workdir / "vm-snapshot", image, chosen, log, vm_info)
         timings["snapshot_prepare_s"] = time.monotonic() - t0
     try:
         # Bind the page server to the tap's address before QEMU creates the tap.
@@ -174,7 +187,7 @@ def run_vm_bench(
         if protocol == "x2go":
             forward_ssh_to_guest(server_ns, server_ip, int(merged["ssh_port"]))
         guest_cm = running_guest(
-            prefix, workdir / "vm", ns=server_ns, listen_ip=server_ip, accel=accel,
+            prefix, workdir / "vm", ns=server_ns, listen_ip=server_ip, image=image, accel=accel,
             vnc_display=VNC_DISPLAY if protocol == "vnc" else None,
             spice_port=int(merged["port"]) if protocol == "spice" else None,
             spice_options=spice_options(merged) if protocol == "spice" else None,
@@ -186,9 +199,10 @@ def run_vm_bench(
             server = _server_side(protocol, server_ns, server_ip, merged, page_url, guest)
             log.info("%s: guest up (%s, %s start) in %.1f s; %s on %s:%d", prefix, guest.accel, guest.start,
                      guest.boot_to_ready_s, protocol, server_ip, server.port)  # fmt: skip
+            setup_timeout_s = guest_timeouts(guest.accel).setup_s(protocol)
             measure = functools.partial(
                 measure_client_side, procs, protocol, server, lambda: None, client_ns, client_if, server_ip,
-                merged, workdir, manifest, params, SETUP_TIMEOUT_S[protocol], record=record, prefix=prefix,
+                merged, workdir, manifest, params, setup_timeout_s, record=record, prefix=prefix,
                 timings=timings, t0=t0, on_step=on_step, log=log,
             )  # fmt: skip
 
@@ -205,6 +219,8 @@ def run_vm_bench(
                 t2 = time.monotonic()
                 procs.stop_all()
                 timings["client_teardown_s"] = time.monotonic() - t2
+            # Stalled browser starts the guest restarted (e.g. an X2Go session's), by role.
+            vm_info["browser_restarts"] = {r: b.restarts for r, b in browser_reports(guest.reports()).items()}
         if restarts:  # said in the trial's provenance
             vm_info["x2go_session_restarts"] = restarts
         # An earlier snapshot_error (the snapshot could not be made) survives the guest's own None.
@@ -245,9 +261,8 @@ def _measure_reporting_the_guest(
             reports = guest.reports()
             again = len(restarts) + 1 < X2GO_SESSION_ATTEMPTS
             if on_restart is None or not (again and _viewer_ended_early(procs, started, timings)):
-                stalls = sum(r.startswith(BROWSER_RESTART_MARK) for r in reports)
-                why = f"; {X2GO_BROWSER_STALL} ({stalls} restarts of stalled browser starts; docs/vm.md)"
-                why = why if on_restart and stalls else ""
+                stall = x2go_stall_note(reports, timings) if on_restart is not None else ""
+                why = f"; {stall}" if stall else ""
                 raise SetupError(f"{err}{why}; the guest reported: {reports or 'nothing'}") from err
             restarts.append({"error": str(err)[-500:], "guest_reports": reports})
             on_restart(restarts[-1])
@@ -276,18 +291,15 @@ def _server_side(
 
 
 def _snapshot_or_none(
-    prefix: str, workdir: Path, accel: str, log: logging.Logger, vm_info: dict[str, Any]
+    prefix: str, workdir: Path, image: GuestImage, accel: str, log: logging.Logger, vm_info: dict[str, Any]
 ) -> Any:
-    """The host's saved guest state (made now if missing); None, with the reason recorded, if it fails."""
-    from qoelab.vm.guest import resolve_accel
-    from qoelab.vm.image import load_image
+    """The host's saved guest state for the chosen ``accel`` (made now if missing); None, with the
+    reason recorded, if it fails."""
     from qoelab.vm.qemu import DEFAULT_MEMORY_MB
     from qoelab.vm.snapshot import SnapshotError, get_snapshot
 
-    image = load_image()
-    chosen, _reason = resolve_accel(accel, image)
     try:
-        return get_snapshot(image, chosen, prefix, DEFAULT_MEMORY_MB, workdir)
+        return get_snapshot(image, accel, prefix, DEFAULT_MEMORY_MB, workdir)
     except SnapshotError as err:
         log.warning("%s: no snapshot, the guest boots instead: %s", prefix, err)
         vm_info["snapshot_error"] = str(err)

@@ -33,6 +33,7 @@ from PIL import Image
 
 from qoelab.emulation.system import find_tool, kill_processes, ns_exec_argv
 from qoelab.errors import ParameterError, QoelabError
+from qoelab.vm import throttle
 from qoelab.vm.image import GuestImage, load_image
 from qoelab.vm.qemu import (
     DEFAULT_MEMORY_MB,
@@ -40,11 +41,13 @@ from qoelab.vm.qemu import (
     GuestSpec,
     KvmProbe,
     choose_accel,
+    guest_timeouts,
     probe_kvm,
     qemu_argv,
     qemu_binary,
     tcg_allowed,
 )
+from qoelab.vm.reports import READY_MARK, step_not_reached
 
 if TYPE_CHECKING:
     from qoelab.vm.snapshot import Snapshot
@@ -53,7 +56,6 @@ log = logging.getLogger("qoelab.vm")
 
 ENV_VM = "QOELAB_VM_PREFIX"
 ENV_OVERLAY_DIR = "QOELAB_VM_OVERLAY_DIR"
-READY_MARK = "QOELAB-READY"
 # The kernel's words when it kills for memory (printed on the console at loglevel 4).
 OOM_LINE = re.compile(r"Out of memory|oom-kill|Killed process")
 TAP_HOST_ADDR = ("10.213.0.1", 24)  # the guest is 10.213.0.2 (baked into the image)
@@ -172,6 +174,9 @@ def cleanup_leftovers(prefix: str) -> list[str]:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()
             removed.append(f"overlay {path}")
+    for group in throttle.leftover_groups(prefix):
+        throttle.release(group)
+        removed.append(f"cgroup {group}")
     return removed + cleanup_snapshot_leftovers(prefix)
 
 
@@ -226,6 +231,7 @@ class RunningGuest:
     snapshot_error: str | None = None  # why a requested snapshot start fell back to a cold boot
     crashed_boots: list[str] = field(default_factory=list)  # boots QEMU died in (a signal), each retried
     ready_log: Path | None = None  # the guest's ttyS1
+    cpu_quota: float | None = None  # cores QEMU was held to (QOELAB_VM_CPU_QUOTA), None: not held
 
     def reports(self) -> list[str]:
         """What the guest said on ttyS1 besides its ready line, and the kernel's OOM kills on ttyS0.
@@ -283,6 +289,7 @@ class RunningGuest:
             "boot_to_kiosk_s": None if self.kiosk_up_s is None else round(self.kiosk_up_s, 2),
             "guest_uptime_at_ready_s": self.guest_uptime_at_ready_s,
             "teardown_s": None if self.teardown_s is None else round(self.teardown_s, 2),
+            "cpu_quota": self.cpu_quota,
             **self.image.provenance(),
         }
 
@@ -308,6 +315,12 @@ def _ready_line(ready_log: Path) -> float | None:
                     return float(line.split()[1])
                 return -1.0
     return None
+
+
+def _lines(path: Path) -> list[str]:
+    with contextlib.suppress(OSError):
+        return [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    return []
 
 
 def _wait_ready(
@@ -345,11 +358,14 @@ def _wait_ready(
                         if (check or page_painted)(img):
                             return
             if time.monotonic() > deadline:
-                seen = "seen" if guest.guest_uptime_at_ready_s is not None else "never seen"
+                lines = _lines(ready_log)
+                page = f"page server {TAP_HOST_ADDR[0]}:{PAGE_PORT}" if check is not None else None
+                restored = guest.start == "snapshot"
                 raise GuestNotReadyError(
-                    f"guest not ready within {timeout:.0f} s (its {READY_MARK} line {seen}; the screen never "
-                    f"showed the page, last screen at {shot.with_suffix('.png')}); "
-                    f"console log {guest.console_log}:\n{_tail(guest.console_log)}"
+                    f"guest not ready within {timeout:.0f} s: {step_not_reached(lines, page, restored)} "
+                    f"(the guest reported: {'; '.join(lines) or 'nothing'}; last screen at "
+                    f"{shot.with_suffix('.png')}); console log {guest.console_log}:\n"
+                    f"{_tail(guest.console_log)}"
                 )
             time.sleep(1.0)
     finally:
@@ -402,7 +418,7 @@ def running_guest(
     accel: str = "auto",
     vnc_display: int | None = 0,
     spice_port: int | None = 5930,
-    ready_timeout: float = 300.0,
+    ready_timeout: float | None = None,
     memory_mb: int = DEFAULT_MEMORY_MB,
     ready_check: Callable[[Image.Image], bool] | None = None,
     spice_options: dict[str, str] | None = None,
@@ -425,8 +441,16 @@ def running_guest(
     image = image or load_image()
     qemu = qemu_binary()
     chosen, reason = resolve_accel(accel, image)
-    if snapshot is not None and snapshot.accel != chosen:
-        snapshot = None  # a state saved under another accelerator does not load here
+    cpu_quota = throttle.cpu_quota_from_env()  # a benchmark's slowed condition; None: not held
+    group: Path | None = None
+    timeouts = guest_timeouts(chosen)
+    if ready_timeout is None:
+        ready_timeout = timeouts.boot_ready_s
+    if snapshot is not None:
+        from qoelab.vm.snapshot import usable_for  # snapshot imports this module
+
+        if not usable_for(snapshot, chosen):
+            snapshot = None  # a state saved under another accelerator does not load here
     workdir.mkdir(parents=True, exist_ok=True)
     proc: subprocess.Popen | None = None
     guest: RunningGuest | None = None
@@ -461,18 +485,20 @@ def running_guest(
                     argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err_file,
                     start_new_session=True,
                 )  # fmt: skip
+            if cpu_quota is not None:
+                group = throttle.hold(proc.pid, cpu_quota, overlay.stem)
             guest = RunningGuest(
                 name=overlay.stem, pid=proc.pid, accel=chosen, accel_reason=reason, overlay=overlay,
                 console_log=console_log, image=image, listen_ip=listen_ip,
                 vnc_port=None if vnc_display is None else 5900 + vnc_display, spice_port=spice_port,
                 ns=ns, argv=argv, qmp_socket=qmp_sock, snapshot_error=snapshot_error, ready_log=ready_log,
-                crashed_boots=list(crashed_boots),
+                crashed_boots=list(crashed_boots), cpu_quota=cpu_quota,
             )  # fmt: skip
             try:
                 if ns and tap:
                     _configure_tap(ns, tap)
                 if restore is not None:
-                    _wait_incoming(guest, proc, timeout=120)
+                    _wait_incoming(guest, proc, timeout=timeouts.restore_s)
                     guest.start, guest.snapshot = "snapshot", restore.provenance()
                     guest.restore_s = time.monotonic() - start
                     # The ready line was written before the state was saved.
@@ -513,6 +539,8 @@ def running_guest(
                 leftover.unlink()
         if proc is not None:
             _stop(proc)
+        if group is not None:
+            throttle.release(group)
         if guest is not None:
             guest.teardown_s = time.monotonic() - t0
 

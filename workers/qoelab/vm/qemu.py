@@ -27,6 +27,7 @@ KERNEL_BANNER = b"Linux version"
 GUEST_MAC = "52:54:00:71:0e:02"
 TAP_MAC = "52:54:00:71:0e:01"
 DEFAULT_MEMORY_MB = 1536  # two chromiums (the kiosk and an X2Go session's) fit without swapping
+KVM_DEVICE = "/dev/kvm"
 
 
 class AcceleratorError(QoelabError):
@@ -44,12 +45,15 @@ def qemu_binary() -> str:
     return find_tool("qemu-system-x86_64", "qemu-system-x86")
 
 
-def probe_kvm(kernel: Path, timeout: float = 8.0) -> KvmProbe:
-    """Boot ``kernel`` under KVM without a root disk; usable if it prints its banner in time."""
-    if not os.path.exists("/dev/kvm"):
-        return KvmProbe(False, "/dev/kvm does not exist")
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return KvmProbe(False, "/dev/kvm is not read-writable by this user")
+def probe_kvm(kernel: Path, timeout: float = 8.0, device: str = KVM_DEVICE) -> KvmProbe:
+    """Boot ``kernel`` under KVM without a root disk; usable if it prints its banner in time.
+
+    ``device``: the KVM device checked before QEMU is started (a test points it at a file).
+    """
+    if not os.path.exists(device):
+        return KvmProbe(False, f"{device} does not exist")
+    if not os.access(device, os.R_OK | os.W_OK):
+        return KvmProbe(False, f"{device} is not read-writable by this user")
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="qoelab-kvm-probe-") as tmp:
         serial = Path(tmp) / "serial.log"
@@ -100,6 +104,53 @@ def choose_accel(requested: str, probe: KvmProbe | None, allow_tcg: bool = True)
 
 def tcg_allowed() -> bool:
     return os.environ.get(ENV_ALLOW_TCG, "1") != "0"
+
+
+@dataclass(frozen=True)
+class GuestTimeouts:
+    """How long each step of a guest's trial may take under one accelerator: ceilings, not sleeps.
+
+    Every wait polls for its condition and returns as soon as it holds; these only bound how long a
+    guest that will never get there is waited for (a stalled guest costs the whole ceiling).
+    """
+
+    accel: Accel
+    boot_ready_s: float  # QEMU start to the page on the guest's screen (cold boot or restore)
+    restore_s: float  # QEMU start to a saved state loaded (``-incoming``), before the guest runs
+    client_setup_s: float  # VNC/SPICE: the viewer shows the guest's page, calibration (host side)
+    x2go_setup_s: float  # X2Go: login, nxagent and the session's browser in the guest, calibration
+
+    def setup_s(self, protocol: str) -> float:
+        """The client side's setup ceiling for ``protocol`` (qoelab.vm.bench)."""
+        return self.x2go_setup_s if protocol == "x2go" else self.client_setup_s
+
+
+# TCG: the values measured and used on this lab's hosts (docs/vm.md): a cold boot takes 45-71 s to
+# the page (300 s leaves room for a loaded host), an X2Go session 3-5 min (nxagent and a second
+# chromium emulated), loading a saved state 0.7-3.4 s (120 s: an 850 MB file on a busy disk).
+TCG_TIMEOUTS = GuestTimeouts("tcg", boot_ready_s=300.0, restore_s=120.0, client_setup_s=60.0,
+                             x2go_setup_s=600.0)  # fmt: skip
+# KVM: the guest runs at native speed, so a boot reaches its page in ~5-10 s and the X2Go session's
+# browser starts in seconds. A third of TCG's ceilings is still 10x what KVM needs, and a stalled
+# guest fails minutes sooner; never below 60 s for anything: a boot or a restore also waits for
+# disk I/O (the 850 MB state is read at the same speed under both), and the VNC/SPICE setup is
+# host-side client work that KVM does not speed up, so it keeps TCG's 60 s.
+KVM_TIMEOUTS = GuestTimeouts(
+    "kvm",
+    boot_ready_s=max(60.0, TCG_TIMEOUTS.boot_ready_s / 3),
+    restore_s=max(60.0, TCG_TIMEOUTS.restore_s / 3),
+    client_setup_s=TCG_TIMEOUTS.client_setup_s,
+    x2go_setup_s=max(60.0, TCG_TIMEOUTS.x2go_setup_s / 3),
+)
+
+
+def guest_timeouts(accel: str) -> GuestTimeouts:
+    """The one place where a guest's timeouts follow its accelerator (a chosen one: kvm or tcg)."""
+    if accel == "kvm":
+        return KVM_TIMEOUTS
+    if accel == "tcg":
+        return TCG_TIMEOUTS
+    raise ParameterError("accel", f"timeouts exist for a chosen accelerator, kvm or tcg, got {accel!r}")
 
 
 def vnc_options_for(adaptive: bool) -> dict[str, str]:

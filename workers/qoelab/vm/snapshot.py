@@ -31,7 +31,7 @@ from typing import Any
 from qoelab.errors import QoelabError
 from qoelab.vm.guest import GuestError, check_prefix, overlay_dir, running_guest
 from qoelab.vm.image import GuestImage
-from qoelab.vm.qemu import GuestSpec, qemu_argv, qemu_binary
+from qoelab.vm.qemu import GuestSpec, guest_timeouts, qemu_argv, qemu_binary
 
 log = logging.getLogger("qoelab.vm.snapshot")
 FORMAT = 1
@@ -104,6 +104,16 @@ class Snapshot:
         return {k: self.meta.get(k) for k in keys}
 
 
+def usable_for(snapshot: Snapshot, accel: str) -> bool:
+    """Whether ``snapshot`` can be restored in a guest run under ``accel`` (the chosen one).
+
+    A state saved under another accelerator does not load: the CPU model differs (``-cpu host``
+    under KVM, ``max`` under TCG), and so does the accelerator's own part of the saved state. Such a
+    snapshot is not used and the guest boots instead.
+    """
+    return snapshot.accel == accel
+
+
 def load_snapshot(key: str) -> Snapshot | None:
     d = snapshot_root() / key
     try:
@@ -134,8 +144,11 @@ def _save(guest: Any, dest: Path, timeout: float) -> None:
 
 
 def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, workdir: Path,
-                  ready_timeout: float = 300.0) -> Snapshot:  # fmt: skip
-    """Boot a guest to its start page in a private namespace, save it, publish it under its key."""
+                  ready_timeout: float | None = None) -> Snapshot:  # fmt: skip
+    """Boot a guest to its start page in a private namespace, save it, publish it under its key.
+
+    ``accel``: the chosen accelerator (kvm or tcg); ``ready_timeout`` defaults to its boot ceiling.
+    """
     from pyroute2 import netns
 
     from qoelab.emulation.system import create_netns
@@ -154,7 +167,8 @@ def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, wo
         t0 = time.monotonic()
         booting = running_guest(
             prefix, workdir, ns=ns, image=image, accel=accel, vnc_display=None, spice_port=None,
-            memory_mb=memory_mb, ready_timeout=ready_timeout,
+            memory_mb=memory_mb,
+            ready_timeout=guest_timeouts(accel).boot_ready_s if ready_timeout is None else ready_timeout,
         )  # fmt: skip
         with booting as guest:
             booted = time.monotonic() - t0

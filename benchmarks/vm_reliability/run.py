@@ -1,0 +1,162 @@
+"""VM-mode reliability: how often a VM trial works, per protocol and start, on a quiet or slowed host.
+
+Each trial is a real ``rd_qoe`` trial with ``server: vm`` (``qoelab.rd.bench_cli.bench``, the code
+path of ``qoelab rd bench`` and of the worker): 10 Mbit/s, 10 ms, 2 pages, Q = 2 s. Trials are
+interleaved (repetition outermost). Per protocol and start (``snapshot``: restored from the host's
+saved state; ``cold``: booted) it reports the success rate, QEMU start to the first workload page
+on the guest's screen (median, p95), how many trials needed no browser restart in the guest, and
+every failure's reason. ``--cpu-quota 0.6`` holds each guest's QEMU to 0.6 of a core
+(``QOELAB_VM_CPU_QUOTA``, a CPU cgroup): the slowed condition where the guest's browser used to
+stall (docs/vm.md). Every trial is appended to ``--out`` as it ends, so a stopped run keeps its data.
+
+    sudo .venv/bin/python benchmarks/vm_reliability/run.py --trials 30 \
+        --out benchmarks/vm_reliability/quiet.json
+    sudo .venv/bin/python benchmarks/vm_reliability/run.py --trials 30 --cpu-quota 0.6 \
+        --out benchmarks/vm_reliability/slowed.json
+    .venv/bin/python benchmarks/vm_reliability/run.py --report benchmarks/vm_reliability/quiet.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def host_facts(cpu_quota: float | None) -> dict[str, Any]:
+    """Commit, CPU, kernel, QEMU and the guest image: where the numbers come from."""
+
+    def out(argv: list[str]) -> str:
+        res = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO)
+        return res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""
+
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())  # fmt: skip
+    from qoelab.vm.image import load_image
+
+    image = load_image()
+    return {
+        "commit": out(["git", "rev-parse", "--short", "HEAD"]),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "kernel": platform.release(),
+        "qemu": out(["qemu-system-x86_64", "--version"]),
+        "image": {k: image.provenance().get(k) for k in ("input_hash", "browser", "built_at")},
+        "cpu_quota": cpu_quota,
+        "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
+
+
+def one_trial(protocol: str, start: str) -> dict[str, Any]:
+    """One VM trial; its outcome and the guest's numbers, or why it failed."""
+    from qoelab.rd.bench_cli import bench
+
+    raw = {"protocol": protocol, "rate": "10mbit", "delay": "10ms", "pages": 2, "quiet": "2s",
+           "server": "vm", "vm_start": start, "verify_duration": "1s"}  # fmt: skip
+    workdir = Path(tempfile.mkdtemp(prefix="qoelab-vm-rel-"))
+    t0 = time.monotonic()
+    row: dict[str, Any] = {"protocol": protocol, "start_asked": start}
+    try:
+        doc = bench(raw, workdir)
+        vm = doc["provenance"].get("vm") or {}
+        tcp = ((doc.get("link") or {}).get("link") or {}).get("tcp") or {}
+        row |= {
+            "ok": True,
+            "start": vm.get("start"),
+            "accel": vm.get("accel"),
+            "to_first_page_s": vm.get("boot_to_ready_s"),
+            "restore_s": vm.get("restore_s"),
+            "browser_restarts": vm.get("browser_restarts") or {},
+            "x2go_session_restarts": len(vm.get("x2go_session_restarts") or []),
+            "snapshot_error": vm.get("snapshot_error"),
+            "cpu_quota": vm.get("cpu_quota"),
+            "updates": len(doc["updates"]),
+            "timed_out": sum(bool(u.get("timed_out")) for u in doc["updates"]),
+            "tcp_cc": tcp.get("cc"),
+        }
+    except Exception as err:  # a failed trial is a result here, with its reason
+        row |= {"ok": False, "error": f"{type(err).__name__}: {err}"[:1500]}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    return row
+
+
+def p95(values: list[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+
+
+def report(doc: dict[str, Any]) -> str:
+    """The Markdown table of a run (and its failures), as docs/vm.md quotes it."""
+    facts = doc["host"]
+    lines = [
+        f"Host: {facts['cpu']} ({facts['cores']} cores), kernel {facts['kernel']}, {facts['qemu']}; "
+        f"commit {facts['commit']}; guest {facts['image']['browser']}; "
+        f"QEMU CPU quota: {facts['cpu_quota'] or 'none'} (cores); started {facts['started']}.",
+        "",
+        "| start | protocol | trials | succeeded | no browser restart "
+        "| QEMU start → first page, median / p95 |",
+        "|---|---|---|---|---|---|",
+    ]
+    keys = sorted({(t["start_asked"], t["protocol"]) for t in doc["trials"]},
+                  key=lambda k: (k[0] != "snapshot", ["vnc", "spice", "x2go"].index(k[1])))  # fmt: skip
+    failures = []
+    for start, protocol in keys:
+        rows = [t for t in doc["trials"] if (t["start_asked"], t["protocol"]) == (start, protocol)]
+        ok = [t for t in rows if t["ok"]]
+        clean = [t for t in ok if not any((t.get("browser_restarts") or {}).values())]
+        firsts = [t["to_first_page_s"] for t in ok if t.get("to_first_page_s") is not None]
+        med = f"{statistics.median(firsts):.1f} / {p95(firsts):.1f} s" if firsts else "—"
+        lines.append(f"| {start} | {protocol} | {len(rows)} | {len(ok)} | {len(clean)} | {med} |")
+        failures += [f"- {start} {protocol}: {t['error'][:400]}" for t in rows if not t["ok"]]
+    return "\n".join(lines + ([""] + ["Failures:"] + failures if failures else []))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--protocols", default="vnc,spice,x2go")
+    ap.add_argument("--starts", default="snapshot,cold")
+    ap.add_argument("--trials", type=int, default=30, help="per protocol and start")
+    ap.add_argument("--cpu-quota", type=float, default=None, help="hold each guest's QEMU to this many cores")
+    ap.add_argument("--out", type=Path, help="JSON file the run is written to, trial by trial")
+    ap.add_argument("--report", type=Path, help="print the table of an earlier run and exit")
+    args = ap.parse_args(argv)
+    if args.report:
+        print(report(json.loads(args.report.read_text())))
+        return 0
+    if os.geteuid() != 0 or args.out is None:
+        print("needs root (namespaces, taps) and --out", file=sys.stderr)
+        return 2
+    if args.cpu_quota is not None:
+        os.environ["QOELAB_VM_CPU_QUOTA"] = str(args.cpu_quota)
+    from qoelab.vm.throttle import cpu_quota_from_env
+
+    doc = {"host": host_facts(cpu_quota_from_env()), "trials": []}
+    for rep in range(args.trials):
+        for start in args.starts.split(","):
+            for protocol in args.protocols.split(","):
+                row = one_trial(protocol, start) | {"repetition": rep}
+                doc["trials"].append(row)
+                args.out.write_text(json.dumps(doc, indent=1) + "\n")
+                what = "ok" if row["ok"] else row["error"][:200]
+                print(f"[{rep}] {start} {protocol}: {what} ({row['seconds']} s)", flush=True)
+    print(report(doc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

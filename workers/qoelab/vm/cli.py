@@ -1,0 +1,143 @@
+"""``qoelab vm check``: can this host run VM-mode trials, under which accelerator, and with what limits.
+
+The same answers a trial gets (``qoelab.vm.guest.resolve_accel``: the KVM probe, cached until the
+host reboots, and ``QOELAB_VM_ALLOW_TCG``), the image a trial would boot and the QEMU it would run,
+and the timeouts that accelerator gets (``qoelab.vm.qemu.guest_timeouts``). Registered by the
+top-level ``qoelab`` command (:func:`register`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from qoelab.errors import QoelabError
+from qoelab.vm.qemu import GuestTimeouts, KvmProbe
+
+EXIT_CANNOT_RUN = 1
+
+CHECK_EPILOG = """\
+Boots the guest image's kernel under KVM for up to 8 s (once per host boot; the answer is kept in
+/run/qoelab/kvm-probe.json), because /dev/kvm existing is not enough: a paravirtual KVM (kvm_pvm)
+accepts -accel kvm but never runs the guest. Exit status 0 when VM-mode trials can run here with
+the accelerator asked for, 1 when they cannot (the reasons are printed).
+
+examples:
+  qoelab vm check               # KVM if it runs guests, else TCG (unless QOELAB_VM_ALLOW_TCG=0)
+  qoelab vm check --accel kvm   # a lab host meant for thesis numbers: fail unless KVM runs guests
+  qoelab vm check --json
+"""
+
+
+@dataclass
+class VmCheck:
+    """What ``qoelab vm check`` found; ``problems`` empty means VM-mode trials can run."""
+
+    requested: str
+    qemu: str | None = None  # QEMU's version line
+    image_dir: str | None = None
+    image_current: bool | None = None  # built from the build script and package list in the tree
+    kvm: KvmProbe | None = None  # None: not probed (TCG asked for, or no image to probe with)
+    accel: str | None = None
+    accel_reason: str | None = None
+    timeouts: GuestTimeouts | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "ok": self.ok}
+
+
+def check_vm(requested: str = "auto") -> VmCheck:
+    """Probe this host for VM mode as a trial would (the KVM probe boots a kernel, once per host boot)."""
+    from qoelab.emulation.system import find_tool
+    from qoelab.vm import guest as vmguest
+    from qoelab.vm.image import load_image
+    from qoelab.vm.qemu import choose_accel, guest_timeouts, tcg_allowed
+    from qoelab.vm.snapshot import qemu_version
+
+    found = VmCheck(requested)
+    try:
+        find_tool("qemu-img", "qemu-utils")  # every trial's overlay
+        vmguest.qemu_binary()
+        found.qemu = qemu_version()
+    except QoelabError as err:
+        found.problems.append(str(err))
+    image = None
+    try:
+        image = load_image()
+        found.image_dir, found.image_current = str(image.directory), image.is_current()
+    except QoelabError as err:
+        found.problems.append(str(err))
+    if requested != "tcg":
+        if image is None or found.qemu is None:
+            return found  # the probe boots the image's kernel with QEMU: said above why it cannot
+        found.kvm = vmguest._kvm_probe(str(image.kernel))
+    try:
+        accel, found.accel_reason = choose_accel(requested, found.kvm, tcg_allowed())
+    except QoelabError as err:
+        found.problems.append(str(err))
+        return found
+    found.accel, found.timeouts = accel, guest_timeouts(accel)
+    return found
+
+
+def render(found: VmCheck) -> str:
+    accel = f" under {found.accel.upper()}" if found.accel else ""
+    verdict = f"VM mode can run here{accel}" if found.ok else "VM mode cannot run here"
+    lines = [f"{verdict} (accel {found.requested} asked for)"]
+    lines.append(f"  QEMU:        {found.qemu or 'not found'}")
+    if found.image_dir is None:
+        lines.append("  image:       not found")
+    else:
+        state = "current" if found.image_current else "stale (built from other inputs): run make vm-image"
+        lines.append(f"  image:       {found.image_dir}, {state}")
+    if found.kvm is None:
+        why = "TCG asked for" if found.requested == "tcg" else "it needs QEMU and the image's kernel"
+        lines.append(f"  KVM:         not probed ({why})")
+    else:
+        runs = "runs" if found.kvm.usable else "does not run"
+        lines.append(f"  KVM:         {runs} guests: {found.kvm.reason}")
+    if found.accel is not None:
+        reason = found.accel_reason or ""
+        if found.kvm is not None:  # the probe's words are on the KVM line already
+            reason = reason.replace(f" ({found.kvm.reason})", "")
+        lines.append(f"  accelerator: {found.accel} ({reason})")
+    t = found.timeouts
+    if t is not None:
+        lines.append(
+            f"  timeouts:    boot to page {t.boot_ready_s:.0f} s, restore {t.restore_s:.0f} s, "
+            f"VNC/SPICE setup {t.client_setup_s:.0f} s, X2Go setup {t.x2go_setup_s:.0f} s"
+        )
+    lines += [f"  problem:     {p}" for p in found.problems]
+    return "\n".join(lines)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    found = check_vm(args.accel)
+    print(json.dumps(found.to_json(), indent=2) if args.json else render(found))
+    return 0 if found.ok else EXIT_CANNOT_RUN
+
+
+def register(subparsers: Any) -> None:
+    """Add ``vm`` with ``check`` to an argparse subparsers object."""
+    vm = subparsers.add_parser("vm", help="VM server mode: this host's QEMU, guest image and accelerator")
+    sub = vm.add_subparsers(dest="vm_command", metavar="COMMAND", required=True)
+    check = sub.add_parser(
+        "check",
+        help="can VM-mode trials run here, under KVM or TCG, and with which timeouts",
+        description="Check QEMU, the guest image and the accelerator a VM-mode trial would get here.",
+        epilog=CHECK_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    check.add_argument(
+        "--accel", choices=("auto", "kvm", "tcg"), default="auto",
+        help="the accelerator to check for (default auto: KVM if it runs guests, else TCG)",
+    )  # fmt: skip
+    check.add_argument("--json", action="store_true", help="print the findings as JSON")
+    check.set_defaults(func=cmd_check)
