@@ -37,6 +37,7 @@ def test_a_process_is_held_in_its_own_cgroup_with_the_quota_and_the_cgroup_goes_
         print(f"no CPU cgroup here: {err}")
         pytest.skip(f"host feature missing: {err}")
     if not (root / "cgroup.procs").exists() or not Path("/proc/self/cgroup").exists():
+        print(f"no cgroup.procs under {root}: cannot move a process into a CPU cgroup here")
         pytest.skip("host feature missing: a writable cgroup hierarchy")
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -310,7 +310,8 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
     from types import SimpleNamespace
 
     from qoelab.rd.procs import ProcSet, SetupError
-    from qoelab.vm.bench import X2GO_BROWSER_STALL, X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
+    from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
+    from qoelab.vm.reports import X2GO_BROWSER_STALL
 
     guest = SimpleNamespace(reports=lambda: ["[ 40.1] chromium exited"])
 
@@ -382,7 +383,7 @@ def _failing_x2go_measure(procs, timings: dict[str, float], *, after_setup: bool
 
 
 def test_the_browser_lines_are_counted_by_role_and_old_lines_by_no_role() -> None:
-    from qoelab.vm.bench import UNKNOWN_ROLE, BrowserStarts, browser_reports
+    from qoelab.vm.reports import UNKNOWN_ROLE, BrowserStarts, browser_reports
 
     mixed = [
         "QOELAB-BROWSER-RESTART console 1 61.0",
@@ -403,7 +404,7 @@ def test_the_browser_lines_are_counted_by_role_and_old_lines_by_no_role() -> Non
 
 
 def test_an_old_images_restart_lines_are_never_an_x2go_browsers() -> None:
-    from qoelab.vm.bench import UNKNOWN_ROLE, browser_reports, x2go_stall_note
+    from qoelab.vm.reports import UNKNOWN_ROLE, browser_reports, x2go_stall_note
 
     old = ["QOELAB-BROWSER-RESTART 1 421.7", "QOELAB-BROWSER-RESTART 2 513.6", "QOELAB-BROWSER-GAVE-UP 3 600"]
     found = browser_reports(old)
@@ -412,7 +413,7 @@ def test_an_old_images_restart_lines_are_never_an_x2go_browsers() -> None:
 
 
 def test_the_x2go_stall_label_needs_a_gave_up_x2go_browser_before_setup_completed() -> None:
-    from qoelab.vm.bench import X2GO_BROWSER_STALL, x2go_stall_note
+    from qoelab.vm.reports import X2GO_BROWSER_STALL, x2go_stall_note
 
     note = x2go_stall_note(CONSOLE_GAVE_UP + X2GO_GAVE_UP, {})
     assert note == f"{X2GO_BROWSER_STALL} (3 starts stalled; docs/vm.md)"
@@ -425,7 +426,8 @@ def test_an_unrelated_error_after_setup_keeps_its_message_without_the_stall_labe
     from types import SimpleNamespace
 
     from qoelab.rd.procs import ProcSet, SetupError
-    from qoelab.vm.bench import X2GO_BROWSER_STALL, _measure_reporting_the_guest
+    from qoelab.vm.bench import _measure_reporting_the_guest
+    from qoelab.vm.reports import X2GO_BROWSER_STALL
 
     guest = SimpleNamespace(reports=lambda: list(X2GO_GAVE_UP))
     procs = ProcSet("qvt2", tmp_path)
@@ -445,7 +447,8 @@ def test_a_console_browsers_restarts_at_a_cold_boot_never_make_the_x2go_label(tm
     from types import SimpleNamespace
 
     from qoelab.rd.procs import ProcSet, SetupError
-    from qoelab.vm.bench import X2GO_BROWSER_STALL, X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
+    from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
+    from qoelab.vm.reports import X2GO_BROWSER_STALL
 
     guest = SimpleNamespace(reports=lambda: list(CONSOLE_GAVE_UP))
     procs = ProcSet("qvt3", tmp_path)
@@ -463,7 +466,8 @@ def test_an_x2go_browser_that_gave_up_before_setup_is_named_with_its_restarts(tm
     from types import SimpleNamespace
 
     from qoelab.rd.procs import ProcSet, SetupError
-    from qoelab.vm.bench import X2GO_BROWSER_STALL, _measure_reporting_the_guest
+    from qoelab.vm.bench import _measure_reporting_the_guest
+    from qoelab.vm.reports import X2GO_BROWSER_STALL
 
     # A cold boot's console kiosk restarted once too: it is not counted.
     guest = SimpleNamespace(reports=lambda: [CONSOLE_GAVE_UP[0], *X2GO_GAVE_UP])

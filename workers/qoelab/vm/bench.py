@@ -33,15 +33,7 @@ from qoelab.rd.workload import find_link, generate
 from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, resolve_accel, running_guest
 from qoelab.vm.image import GuestImage, load_image
 from qoelab.vm.qemu import guest_timeouts, vnc_options_for
-from qoelab.vm.reports import (  # noqa: F401  (X2GO_BROWSER_STALL and the marks: part of this module's API)
-    BROWSER_GAVE_UP_MARK,
-    BROWSER_RESTART_MARK,
-    UNKNOWN_ROLE,
-    X2GO_BROWSER_STALL,
-    BrowserStarts,
-    browser_reports,
-    x2go_stall_note,
-)
+from qoelab.vm.reports import browser_reports, x2go_stall_note
 
 VM_PROTOCOLS = ("vnc", "spice", "x2go")
 VM_STARTS = ("snapshot", "cold")
