@@ -1,0 +1,68 @@
+"""The VM reliability benchmark's bookkeeping: targets judged per row, resumed runs kept apart by part.
+
+The trials themselves are real VM trials (benchmarks/vm_reliability/run.py, hours); these rows are
+hand-built so each rule is seen deciding.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+
+import pytest
+
+_RUN = pathlib.Path(__file__).resolve().parents[3] / "benchmarks" / "vm_reliability" / "run.py"
+_spec = importlib.util.spec_from_file_location("vm_reliability_benchmark", _RUN)
+rel = sys.modules.setdefault("vm_reliability_benchmark", importlib.util.module_from_spec(_spec))
+_spec.loader.exec_module(rel)
+
+FACTS = {"cpu": "Xeon", "cores": 2, "kernel": "6.1", "qemu": "QEMU 7.2", "commit": "abc1234",
+         "image": {"browser": "chromium 156"}, "cpu_quota": None, "started": "today"}  # fmt: skip
+
+
+def trial(protocol="vnc", ok=True, restarts=0, first=8.0, part=0, start="snapshot"):
+    row = {"protocol": protocol, "start_asked": start, "ok": ok, "part": part}
+    if ok:
+        row |= {"to_first_page_s": first, "browser_restarts": {"x2go": restarts} if restarts else {}}
+    else:
+        row["error"] = "VmError: the guest's X server never started"
+    return row
+
+
+def test_a_row_short_of_thirty_trials_is_not_judged():
+    assert rel.verdict(29, 29, 29, 8.0, "snapshot") == "not judged (29 of 30 trials)"
+
+
+def test_targets_met_and_each_miss_named():
+    assert rel.verdict(30, 29, 27, 15.0, "snapshot") == "met"
+    missed = rel.verdict(30, 28, 26, 15.1, "snapshot")
+    assert missed == "missed: succeeded < 29/30, no restart < 27/30, median first page > 15 s"
+    # The first-page target is the snapshot's; a cold boot's minute to the page is not a miss.
+    assert rel.verdict(30, 30, 30, 60.0, "cold") == "met"
+    assert rel.verdict(30, 30, 30, None, "snapshot").endswith("median first page > 15 s")
+
+
+def test_report_counts_restarts_and_failures_per_row():
+    doc = {"host": FACTS, "trials": [trial() for _ in range(28)] + [trial(restarts=1), trial(ok=False)]}
+    text = rel.report(doc)
+    assert "| snapshot | vnc | 30 | 29 | 28 | 8.0 / 8.0 s | met |" in text
+    assert "- snapshot vnc: VmError: the guest's X server never started" in text
+
+
+def test_resume_adds_a_part_and_refuses_to_overwrite_or_mix_conditions(tmp_path):
+    out = tmp_path / "run.json"
+    doc = rel.start_or_resume(out, FACTS, resume=False)
+    assert doc["parts"] == [FACTS] and doc["trials"] == []
+    doc["trials"].append(trial())
+    out.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match="exists; pass --resume"):
+        rel.start_or_resume(out, FACTS, resume=False)
+    with pytest.raises(ValueError, match="one file holds one condition"):
+        rel.start_or_resume(out, FACTS | {"cpu_quota": 0.6}, resume=True)
+    later = rel.start_or_resume(out, FACTS | {"commit": "def5678"}, resume=True)
+    assert [p["commit"] for p in later["parts"]] == ["abc1234", "def5678"]
+    later["trials"].append(trial(part=1))
+    text = rel.report(later)
+    assert "Part 1 (1 trials)" in text and "Part 2 (1 trials)" in text and "commit def5678" in text
