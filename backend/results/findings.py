@@ -1,9 +1,9 @@
 """A sweep's results as the worker library's findings checks read them (qoelab.findings).
 
 The checks get one row per succeeded trial, ``{"params": Trial.resolved, "summary": {name: value},
-"host": {"cpu": model}}`` (the SummaryValue rows; the CPU where the job type records it), and
-decide whether the thesis' findings hold; applicability is judged on every trial's resolved
-parameters, so a sweep still running already shows which checks it feeds.
+"host": {"cpu": model, "bogomips": ...}}`` (the SummaryValue rows; the CPU where the job type
+records it), and decide whether the thesis' findings hold; applicability is judged on every
+trial's resolved parameters, so a sweep still running already shows which checks it feeds.
 See docs/findings.md.
 """
 
@@ -30,7 +30,7 @@ def trial_rows(sweeps: Iterable[Sweep]) -> list[dict[str, Any]]:
     trials = list(
         Trial.objects.filter(sweep_id__in=ids, status=TrialStatus.SUCCEEDED)
         .order_by("sweep_id", "index")
-        .values("id", "sweep_id", "resolved", "provenance__host_cpu__model")
+        .values("id", "sweep_id", "resolved", "provenance__host_cpu__model", "provenance__host_cpu__bogomips")
     )
     summary: dict[int, dict[str, float]] = defaultdict(dict)
     for tid, name, value in SummaryValue.objects.filter(trial_id__in=[t["id"] for t in trials]).values_list(
@@ -38,10 +38,10 @@ def trial_rows(sweeps: Iterable[Sweep]) -> list[dict[str, Any]]:
     ):
         summary[tid][name] = value
     # The CPU that ran the trial, where its job type records one (``host_cpu``): a host-bound report
-    # (qoelab.findings.HOST_BOUND) judges each CPU's trials apart.
+    # (qoelab.findings.HOST_BOUND) judges each machine's trials apart (model and clock).
     return [
         {"id": t["id"], "sweep": t["sweep_id"], "params": t["resolved"], "summary": summary[t["id"]],
-         "host": {"cpu": t["provenance__host_cpu__model"]}}
+         "host": {"cpu": t["provenance__host_cpu__model"], "bogomips": t["provenance__host_cpu__bogomips"]}}
         for t in trials
     ]  # fmt: skip
 

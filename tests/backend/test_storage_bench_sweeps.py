@@ -154,16 +154,17 @@ def test_the_findings_judge_each_host_cpus_trials_apart(alice, api_client_for) -
         fast = t.repetition <= 2  # the Xeon answers in 2 RTT per operation, the EPYC in 1 RTT + 30 ms
         ms = 2 * rtt_ms + 1 + 0.1 * t.repetition if fast else rtt_ms + 30 + 0.1 * t.repetition
         ingest_result(t, {"summary": {f"{k}_ms_per_op": ms for k in ("mkdir", "touch", "unlink", "rmdir")}})
-        cpu = "Intel Xeon" if fast else "AMD EPYC"
-        Trial.objects.filter(pk=t.pk).update(status="succeeded", provenance={"host_cpu": {"model": cpu}})
+        # The Xeon's row names its clock too (BogoMIPS), the EPYC's only its model.
+        cpu = {"model": "Intel Xeon", "bogomips": "5199.99"} if fast else {"model": "AMD EPYC"}
+        Trial.objects.filter(pk=t.pk).update(status="succeeded", provenance={"host_cpu": cpu})
     body = api_client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/?trials=1").json()
     nfs = [(f["scope"], f["verdict"]) for f in body["findings"] if f["name"] == "nfs_metadata_two_rtt"]
-    assert nfs == [({"host": "AMD EPYC"}, "does not hold"), ({"host": "Intel Xeon"}, "holds")], body
+    assert nfs == [({"host": "AMD EPYC"}, "does not hold"), ({"host": "Intel Xeon @ 2.60 GHz"}, "holds")], body
     assert {t["host"]["cpu"] for t in body["trials"]} == {"AMD EPYC", "Intel Xeon"}
     Trial.objects.filter(sweep=sweep).update(provenance={})  # trials from before jobs recorded a CPU
     body = api_client_for(alice).get(f"/api/sweeps/{sweep.pk}/findings/?trials=1").json()
     assert [f["scope"] for f in body["findings"] if f["name"] == "nfs_metadata_two_rtt"] == [{}]
-    assert body["trials"][0]["host"] == {"cpu": None}
+    assert body["trials"][0]["host"] == {"cpu": None, "bogomips": None}
 
 
 def test_the_metric_selectors_offer_what_the_sweep_reported_under_its_familys_heading(

@@ -102,7 +102,7 @@ def test_nfs_two_round_trips_per_operation():
     assert f.reason == "no NFS metadata trial with RTT > 0 (and no loss) at n = 1000"
 
 
-def test_each_host_cpus_trials_are_judged_apart_and_a_row_without_one_joins_every_host():
+def test_each_host_cpus_trials_are_judged_apart_and_rows_without_one_make_their_own_scope():
     fast = [{**r, "host": {"cpu": "Xeon"}} for r in meta("nfs", lambda ms: 2 * ms + 1)]
     slow = [{**r, "host": {"cpu": "EPYC"}} for r in meta("nfs", lambda ms: ms + 30)]
     found = named(evaluate("sb001", fast + slow), "nfs_metadata_two_rtt")
@@ -112,11 +112,18 @@ def test_each_host_cpus_trials_are_judged_apart_and_a_row_without_one_joins_ever
     # Pooled, the two machines' slopes would make one wide interval: the report would measure them.
     pooled = one([{k: v for k, v in r.items() if k != "host"} for r in fast + slow], "nfs_metadata_two_rtt")
     assert pooled.scope == {} and pooled.verdict != "holds"
-    unnamed = meta("nfs", lambda ms: 2 * ms + 1, rtts=(0.1,))  # e.g. results from before rows named a CPU
+    # Rows from before rows named a CPU are never pooled into a named machine's scope.
+    unnamed = meta("nfs", lambda ms: 2 * ms + 1, rtts=(0.1,))
     split = scopes(normalise(fast + slow + unnamed, per_host=True), keep={"rtt", "repetition"})
-    assert [(scope, sum(r["params"]["rtt"] == 0.1 for r in rows)) for scope, rows in split] == [
-        ({"host": "EPYC"}, 3), ({"host": "Xeon"}, 3)]  # fmt: skip
+    assert [(scope, sum(r["params"]["rtt"] == 0.1 for r in rows), len(rows)) for scope, rows in split] == [
+        ({"host": "EPYC"}, 0, len(slow)), ({"host": "Xeon"}, 0, len(fast)),
+        ({"host": "not recorded"}, len(unnamed), len(unnamed))]  # fmt: skip
     assert all("host" not in r["params"] for r in normalise(fast))  # only when asked for
+    # The CPU model alone pools machines: the clock (BogoMIPS / 2) tells two "AMD EPYC" hosts apart.
+    clocks = ("4890.81", "5192.29")
+    epyc = [{**r, "host": {"cpu": "AMD EPYC", "bogomips": b}} for r, b in zip(slow[:2], clocks, strict=True)]
+    assert [r["params"]["host"] for r in normalise(epyc, per_host=True)] == [
+        "AMD EPYC @ 2.45 GHz", "AMD EPYC @ 2.60 GHz"]  # fmt: skip
     one_host = one(fast, "nfs_metadata_two_rtt")
     assert one_host.scope == {} and one_host.verdict == "holds"  # nothing to split: no host scope
 

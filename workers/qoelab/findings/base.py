@@ -384,18 +384,39 @@ def scopes(rows: Sequence[Mapping[str, Any]], keep: Iterable[str]) -> list[tuple
     return out
 
 
+# The scope of trials whose row names no machine: never pooled with a named machine's.
+UNRECORDED_HOST = "not recorded"
+
+
+def machine(host: Mapping[str, Any] | None) -> str:
+    """A row's machine: its CPU model and, when the row has it, its clock (BogoMIPS / 2, in GHz).
+
+    The model alone pools different machines: two "AMD EPYC" hosts here ran at 2.45 and 2.60 GHz.
+    """
+    host = host or {}
+    cpu = host.get("cpu")
+    if not cpu:
+        return UNRECORDED_HOST
+    try:
+        return f"{cpu} @ {float(host['bogomips']) / 2000:.2f} GHz"
+    except (KeyError, TypeError, ValueError):
+        return str(cpu)
+
+
 def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list[dict[str, Any]]:
     """Keep rows that have params and a summary; summary values as floats (None dropped).
 
-    ``per_host``: the row's host CPU (``row["host"]["cpu"]``) becomes the parameter ``host``, so
-    :func:`scopes` judges each machine's trials apart. A row that names no CPU joins every host's."""
+    ``per_host``: the row's machine (:func:`machine`) becomes the parameter ``host``, so
+    :func:`scopes` judges each machine's trials apart; rows that name no machine make a scope of
+    their own (``host = not recorded``) rather than joining every machine's."""
     out = []
     for r in rows:
         params = dict(r.get("params") or r.get("resolved") or {})
         summary = {k: float(v) for k, v in (r.get("summary") or {}).items() if v is not None}
-        cpu = (r.get("host") or {}).get("cpu") if per_host else None
         if params:
-            out.append({"params": {**params, "host": cpu} if cpu else params, "summary": summary})
+            if per_host:
+                params["host"] = machine(r.get("host"))
+            out.append({"params": params, "summary": summary})
     return out
 
 

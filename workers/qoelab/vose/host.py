@@ -84,6 +84,9 @@ def cpu_provenance() -> dict[str, Any]:
     flags = [f for f in PROVENANCE_FLAGS if f in present]
     return {
         "model": model or "unknown",
+        # The clock the kernel calibrated (BogoMIPS / 2 in MHz on x86): the model name alone does
+        # not tell two machines apart (findings judge host-bound results per machine).
+        "bogomips": info.get("bogomips") or info.get("BogoMIPS"),
         "flags": flags,
         "invariant_tsc": {"constant_tsc", "nonstop_tsc"} <= present,
         "cpus": os.cpu_count(),
