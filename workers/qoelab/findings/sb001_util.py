@@ -307,6 +307,28 @@ def above(sc: Scope, rows_hi: Sequence[Mapping[str, Any]], hi: str, rows_lo: Seq
     return guarded(lower(b, a, lo, hi, w, " MiB/s"), (rows_hi, hi, w), (rows_lo, lo, w))
 
 
+def swift_ceiling(sc: Scope, unimpaired: list[Mapping[str, Any]], cond: str, need: float, quantity: str,
+                  fn: Any, what: str) -> Comparison | None:  # fmt: skip
+    """None when Swift's unimpaired rows (same condition, ideal network) show this client can reach
+    ``need`` (their CI above it); else an undecided comparison saying why. An impaired Swift below
+    ``need`` refutes the claim only if the client can reach it without the impairment: otherwise it
+    measures this lab's client (a TCG guest's rclone), not the WAN."""
+    ceiling = stat(sc, unimpaired, f"{cond}, ideal network", "Swift", quantity, fn)
+    if ceiling.has_ci and ceiling.ci_low is not None and ceiling.ci_low >= need:
+        return None
+    if ceiling.mean is None:
+        return Comparison("unclear", f"no unimpaired Swift trials at {cond} show that this client can reach "
+                                     f"the {fmt_num(need)} {what}")  # fmt: skip
+    ci = f"CI {fmt_num(ceiling.ci_low)}–{fmt_num(ceiling.ci_high)}" if ceiling.has_ci else "no CI"
+    below = ceiling.has_ci and ceiling.ci_high is not None and ceiling.ci_high < need
+    return Comparison(
+        "unclear",
+        f"Swift's unimpaired ceiling in this lab is {fmt_num(ceiling.mean)} {quantity} ({ci}, ideal network, "
+        f"n = {ceiling.n}) at {cond}, {'below' if below else 'not shown above'} the {fmt_num(need)} {what}: "
+        "the impaired runs cannot refute the claim here",
+    )
+
+
 def by_row(sc: Scope) -> dict[str, list[Mapping[str, Any]]]:
     out: dict[str, list[Mapping[str, Any]]] = {}
     for r in sc.rows:
