@@ -157,18 +157,13 @@ def findings(names: list[str]) -> str:
     show it for one sweep of those runs (pooled over seeds)."""
     from qoelab import findings as tc_findings
 
-    job = jobs.get("thinclient_tcp")
     rows = []
     for path in sorted(RESULTS.glob("*.jsonl")):
         if names and path.stem not in names:
             continue
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            raw = {**experiments.preset(r["experiment"], r["buffer"]), **r["extra"],
-                   "experiment": r["experiment"], "seed": r["seed"], "pairs": r["pairs"],
-                   "duration": f"{r['duration_s']}s"}  # fmt: skip
-            params = validate_params(job.params, raw).model_dump(mode="json")
-            rows.append({"params": params, "summary": r["summary"]})
+            rows.append({"params": experiments.record_params(r), "summary": r["summary"]})
     found = tc_findings.evaluate("tc002", rows)
     return tc_findings.render_markdown(found, title=tc_findings.REPORT_TITLES["tc002"], level=3)
 

@@ -183,20 +183,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "report",
-        help="check the thesis' findings on sweeps' results (Markdown)",
-        description="Check each finding of a thesis chapter on the union of the sweeps' succeeded trials "
-        "and print the verdicts with their numbers as Markdown (docs/findings.md).",
-        epilog="example:\n  qoelab report ch4 12 13 > findings.md",
+        help="check the papers' findings on sweeps' results or on result files (Markdown or JSON)",
+        description="Check each finding of a paper on the union of the sweeps' succeeded trials, or on "
+        "result files alone (no database, no network), and print the verdicts with their numbers "
+        "(docs/findings.md).",
+        epilog="examples:\n  qoelab report ch4 12 13 > findings.md\n"
+        "  qoelab report sb001 --from benchmarks/storage_bench/results/meta-rtt.jsonl\n"
+        "  qoelab report all --from-committed --json",
         formatter_class=_formatter,
     )
     r.add_argument(
         "report",
         metavar="REPORT",
-        choices=_report_names(),
-        help="which findings: ch2 (storage APT), ch3 (offload emulation), ch4 (remote desktop) or tc002 "
-        "(thin-client TCP, paper 002)",
+        choices=[*_report_names(), "all"],
+        help="which findings: ch2 (storage APT), ch3 (offload emulation), ch4 (remote desktop), tc002 "
+        "(thin-client TCP, paper 002), sb001 (storage benchmark, thesis 001); all: every one "
+        "(with --from-committed)",
     )
-    r.add_argument("sweeps", metavar="SWEEP", type=int, nargs="+", help="sweep ids (of one job type)")
+    r.add_argument("sweeps", metavar="SWEEP", type=int, nargs="*", help="sweep ids (of one job type)")
+    r.add_argument("--from", dest="files", metavar="FILE", nargs="+", type=Path,
+                   help="JSON-lines result files instead of sweeps (one trial per line)")  # fmt: skip
+    r.add_argument("--from-committed", action="store_true",
+                   help="the result files committed with the lab (qoelab.findings.committed)")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the findings as JSON")
     _api_args(r)
     r.set_defaults(func=cmd_report)
@@ -419,6 +427,13 @@ def _report_names() -> list[str]:
 def cmd_report(args: argparse.Namespace) -> int:
     from qoelab import findings
 
+    sources = [bool(args.sweeps), args.files is not None, args.from_committed]
+    if sum(sources) != 1:
+        raise QoelabError("report: name sweeps, or --from FILE..., or --from-committed (exactly one)")
+    if args.report == "all" and not args.from_committed:
+        raise QoelabError("report: REPORT all needs --from-committed")
+    if not args.sweeps:
+        return _report_from_files(args)
     rows: list[dict[str, Any]] = []
     with _api(args) as api:
         for sweep_id in dict.fromkeys(args.sweeps):  # a sweep named twice is read once
@@ -441,6 +456,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     head, _, rest = text.partition("\n\n")
     print(f"{head}\n\nOver {len(rows)} succeeded trials. {rest}")
+    return 0
+
+
+def _report_from_files(args: argparse.Namespace) -> int:
+    from qoelab.findings import committed
+
+    if args.from_committed:
+        names = list(committed.COMMITTED) if args.report == "all" else [args.report]
+        report = committed.committed_report(names)
+    else:
+        sources = [committed.Source(str(p.resolve())) for p in args.files]  # absolute: root is not used
+        report = {"families": {args.report: committed.family_report(args.report, sources)}}
+    if args.json:
+        print(json.dumps(report, indent=1))
+        return 0
+    for name, fam in report["families"].items():
+        print(committed.markdown(name, fam))
     return 0
 
 

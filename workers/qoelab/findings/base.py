@@ -115,6 +115,7 @@ class Finding:
     reason: str
     scope: dict[str, Any] = field(default_factory=dict)
     rows: tuple[Row, ...] = ()
+    trials: int = 0  # the succeeded trials the check judged in this scope
 
     @property
     def scope_label(self) -> str:
@@ -130,6 +131,7 @@ class Finding:
             "reason": self.reason,
             "scope": dict(self.scope),
             "scope_label": self.scope_label,
+            "n": self.trials,
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -493,7 +495,15 @@ class Check:
             verdict, reason = decide(comparisons, missing + gaps)
             out.append(
                 Finding(
-                    self.name, self.title, self.claim, self.figure, verdict, reason, scope_values, sc.table()
+                    self.name,
+                    self.title,
+                    self.claim,
+                    self.figure,
+                    verdict,
+                    reason,
+                    scope_values,
+                    sc.table(),
+                    trials=len(scoped),
                 )
             )
         return out

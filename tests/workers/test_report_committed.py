@@ -1,0 +1,89 @@
+"""`qoelab report` from result files alone: the committed files, or any the user names (issue 32)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from qoelab.cli import main
+from qoelab.errors import QoelabError
+from qoelab.findings import REPORTS
+from qoelab.findings.committed import COMMITTED, REPO, Source, decisive_share, evaluate_files, read_rows
+
+VERDICTS = {"holds", "does not hold", "inconclusive", "not run"}
+KEYS = {"name", "claim", "figure", "scope", "n", "verdict", "reason", "condition"}
+
+
+def test_every_family_reports_from_the_committed_files_alone(capsys):
+    assert main(["report", "all", "--from-committed", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["families"]) == set(REPORTS) == set(COMMITTED)
+    for name, fam in report["families"].items():
+        assert all((REPO / f).is_file() for f in fam["files"]), name
+        # Every coded check appears, judged or "not run" with a reason.
+        assert {c["name"] for c in fam["checks"]} == {c.name for c in REPORTS[name]}, name
+        for c in fam["checks"]:
+            assert set(c) == KEYS and c["verdict"] in VERDICTS and c["reason"], (name, c)
+            assert c["condition"] in ("paper", "scaled", "substituted")
+    # ch4's runs live in a lab database until they are exported: nothing is judged, and it says why.
+    assert {c["verdict"] for c in report["families"]["ch4"]["checks"]} == {"not run"}
+    assert "qoelab sweep export" in report["families"]["ch4"]["checks"][0]["reason"]
+    # The superseded apt-bdl build does not feed the CPU check (its per-bit CPU measured its loop).
+    cpu = [c for c in report["families"]["ch2"]["checks"] if c["name"] == "session_cpu_overhead"]
+    apt = [c for c in report["families"]["ch2"]["checks"] if c["name"] == "apt_converges"]
+    assert cpu and apt and all(c["n"] < a["n"] for c, a in zip(cpu, apt, strict=True))
+    shares = decisive_share(report)
+    assert shares["ch4"] == (0, len(REPORTS["ch4"]))
+
+
+def write(path: Path, rows: list) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def apt_rows(mode: str, ticks: float, n: int = 3) -> list[dict]:
+    summary = [{"cpu_ticks_per_bit_client": ticks * (1 + 0.01 * i), "cpu_ticks_per_bit_storage": ticks,
+                "goodput_steady_bps": 1.9e8} for i in range(n)]  # fmt: skip
+    return [{"params": {"transport": "nbd", "mode": mode, "rate": 2e8, "delay": 0.02}, "summary": s}
+            for s in summary]  # fmt: skip
+
+
+def test_a_file_excluded_from_a_check_does_not_feed_it(tmp_path):
+    old = write(tmp_path / "old.jsonl", apt_rows("vanilla", 100e-9) + apt_rows("apt", 150e-9))
+    new = write(tmp_path / "new.jsonl", apt_rows("vanilla", 100e-9) + apt_rows("apt", 50e-9))
+    both = [Source(str(old)), Source(str(new))]
+    pooled = [f for f in evaluate_files("ch2", both) if f.name == "session_cpu_overhead"]
+    assert pooled[0].trials == 12
+    kept = [Source(str(old), not_for={"session_cpu_overhead": "superseded build"}), Source(str(new))]
+    alone = [f for f in evaluate_files("ch2", kept) if f.name == "session_cpu_overhead"]
+    assert alone[0].trials == 6 and alone[0].verdict == "does not hold", alone[0].reason
+    assert "APT is lower" in alone[0].reason
+
+
+def test_rows_are_read_strictly_and_failed_runs_left_out(tmp_path):
+    good = {"params": {"mode": "apt"}, "summary": {"x": 1.0}}
+    path = write(tmp_path / "r.jsonl", [good, {"params": {}, "error": "boom"}, {"params": {"a": 1}}])
+    assert read_rows(path) == [good]
+    (tmp_path / "bad.jsonl").write_text(json.dumps(good) + "\n{oops\n")
+    with pytest.raises(QoelabError, match=r"bad.jsonl:2: not a JSON line"):
+        read_rows(tmp_path / "bad.jsonl")
+    write(tmp_path / "np.jsonl", [{"summary": {"x": 1.0}}])
+    with pytest.raises(QoelabError, match=r'np.jsonl:1: a row needs its trial\'s "params"'):
+        read_rows(tmp_path / "np.jsonl")
+
+
+def test_report_from_named_files_and_the_argument_rules(tmp_path, capsys):
+    f = write(tmp_path / "apt.jsonl", apt_rows("vanilla", 100e-9) + apt_rows("apt", 150e-9))
+    assert main(["report", "ch2", "--from", str(f)]) == 0
+    out = capsys.readouterr().out
+    assert f"Files: `{f}`" in out and "| `session_cpu_overhead` | — | 6 | holds |" in out, out
+    for argv, message in (
+        (["report", "ch2", "3", "--from", str(f)], "exactly one"),
+        (["report", "ch2"], "exactly one"),
+        (["report", "all", "--from", str(f)], "REPORT all needs --from-committed"),
+        (["report", "ch2", "--from", str(tmp_path / "none.jsonl")], "cannot read it"),
+    ):
+        assert main(argv) == 2, argv
+        assert message in capsys.readouterr().err, argv

@@ -1,0 +1,203 @@
+"""The findings from result files alone: the files committed with the lab, or any the user names.
+
+``qoelab report FAMILY --from FILE...`` and ``qoelab report all --from-committed`` read rows from
+JSON-lines files (no database, no network) and run the same checks as the sweep page. A row is
+``{"params": resolved, "summary": {...}}``, optionally with ``"host": {"cpu", "bogomips"}``; a row
+with ``"error"`` (a failed run) or without a summary is left out. The thin-client benchmark's run
+records (``benchmarks/thinclient/results``) are read through their experiment presets.
+
+``COMMITTED`` says which committed files feed each family's verdicts, and which checks a file must
+not feed (with the reason): the docs quote what :func:`committed_report` prints. A family with no
+committed file yet (ch4, whose runs live in a lab database) reports every check *not run*.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from qoelab.errors import QoelabError
+from qoelab.findings import HOST_BOUND, REPORT_TITLES, get_report
+from qoelab.findings.base import Finding, normalise
+
+REPO = Path(__file__).resolve().parents[3]
+Condition = Literal["paper", "scaled", "substituted"]
+NOT_RUN = "not run"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One committed result file and what it may decide."""
+
+    path: str  # relative to the repository's root
+    # check name -> why this file's rows must not feed it
+    not_for: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Family:
+    sources: tuple[Source, ...]
+    # How far the lab's condition is from the paper's, for every check of the family (docs say how).
+    condition: Condition
+    why_condition: str
+    not_run: str = ""  # why the family has no committed file yet
+
+
+_PPOLL = (
+    "apt-bdl's superseded ppoll loop polled every open socket on each wake-up, so its CPU per bit "
+    "measured the loop, not the sessions (docs/storage-apt.md)"
+)
+_SB = ("meta-rtt", "batch-4kb", "batch-1mb", "batch-16mb", "single", "schedulers", "schedulers-16mb",
+       "macro")  # fmt: skip
+
+COMMITTED: dict[str, Family] = {
+    "ch2": Family(
+        (
+            Source("benchmarks/storage_apt/results.jsonl", not_for={"session_cpu_overhead": _PPOLL}),
+            Source("benchmarks/storage_apt/results-epoll.jsonl"),
+        ),
+        "scaled",
+        "200 Mbit/s and 20 ms one way on one 2-core host instead of the paper's 900 Mbit/s testbed",
+    ),
+    "ch3": Family(
+        (Source("benchmarks/vose/results.jsonl"),),
+        "scaled",
+        "a veth pair on one 2-core host with emulated devices instead of the thesis' offload hardware",
+    ),
+    "ch4": Family(
+        (),
+        "scaled",
+        "scaled rates, 2 cores and QEMU TCG instead of the thesis' KVM testbed",
+        not_run="no committed ch4 results yet: its sweeps are to be exported with `qoelab sweep export`",
+    ),
+    "tc002": Family(
+        tuple(Source(f"benchmarks/thinclient/results/{n}.jsonl") for n in ("main", "heavy")),
+        "substituted",
+        "Linux TCP (RACK, CA_Loss, 200 ms RTO floor) in namespaces instead of ns-2 FullTCP",
+    ),
+    "sb001": Family(
+        tuple(Source(f"benchmarks/storage_bench/results/{n}.jsonl") for n in _SB),
+        "substituted",
+        "bfq for CFQ, nfs-ganesha, tgt and rclone for the kernel servers and CloudFuse, a TCG guest client",
+    ),
+}
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The succeeded rows of one file; a line that is not a JSON object names the file and line."""
+    rows = []
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise QoelabError(f"--from {path}: cannot read it ({err.strerror})") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as err:
+            raise QoelabError(f"{path}:{number}: not a JSON line ({err})") from None
+        if not isinstance(row, dict):
+            raise QoelabError(f"{path}:{number}: expected a JSON object per line")
+        if "error" in row or not row.get("summary"):
+            continue
+        if "params" not in row and {"experiment", "buffer", "extra"} <= row.keys():
+            from qoelab.thinclient.experiments import record_params  # a thin-client benchmark run
+
+            row = {"params": record_params(row), "summary": row["summary"]}
+        elif not isinstance(row.get("params"), dict):
+            raise QoelabError(f'{path}:{number}: a row needs its trial\'s "params" (an object)')
+        rows.append(row)
+    return rows
+
+
+def evaluate_files(family: str, sources: Sequence[Source], root: Path = REPO) -> list[Finding]:
+    """Every applicable check of ``family`` over the files; a check reads only the files that may
+    feed it (``Source.not_for``)."""
+    from qoelab.findings import applicable
+
+    per_source = [(s, normalise(read_rows(root / s.path), per_host=family in HOST_BOUND))
+                  for s in sources]  # fmt: skip
+    every = [r for _, rows in per_source for r in rows]
+    out: list[Finding] = []
+    for check in applicable(family, every, [r["params"] for r in every]):
+        rows = [r for s, rows in per_source if check.name not in s.not_for for r in rows]
+        out += check.evaluate(rows)
+    return out
+
+
+def _check_json(f: Finding, family: Family) -> dict[str, Any]:
+    return {
+        "name": f.name,
+        "claim": f.claim,
+        "figure": f.figure,
+        "scope": f.scope_label,
+        "n": f.trials,
+        "verdict": f.verdict,
+        "reason": f.reason,
+        "condition": family.condition,
+    }
+
+
+def family_report(name: str, sources: Sequence[Source] | None = None, root: Path = REPO) -> dict[str, Any]:
+    """One family's checks as JSON-able dicts; ``sources`` default to its committed files."""
+    family = COMMITTED[name]
+    sources = family.sources if sources is None else sources
+    found = evaluate_files(name, sources, root) if sources else []
+    checks = [_check_json(f, family) for f in found]
+    judged = {f.name for f in found}
+    why = family.not_run or "no row in the files lies within the check's conditions"
+    for check in get_report(name):
+        if check.name not in judged:
+            checks.append({"name": check.name, "claim": check.claim, "figure": check.figure, "scope": "",
+                           "n": 0, "verdict": NOT_RUN, "reason": why,
+                           "condition": family.condition})  # fmt: skip
+    excluded = {s.path: dict(s.not_for) for s in sources if s.not_for}
+    return {
+        "title": REPORT_TITLES.get(name, name),
+        "files": [s.path for s in sources],
+        "excluded": excluded,
+        "condition": {"kind": family.condition, "why": family.why_condition},
+        "checks": checks,
+    }
+
+
+def committed_report(families: Iterable[str] | None = None, root: Path = REPO) -> dict[str, Any]:
+    """``{"families": {name: family_report}}`` over the committed files, with a missing file named."""
+    names = list(families) if families is not None else list(COMMITTED)
+    missing = [s.path for n in names for s in COMMITTED[n].sources if not (root / s.path).is_file()]
+    if missing:
+        raise QoelabError(
+            f"--from-committed needs the lab's checkout (files missing under {root}: {', '.join(missing)})"
+        )
+    return {"families": {n: family_report(n, root=root) for n in names}}
+
+
+def decisive_share(report: Mapping[str, Any]) -> dict[str, tuple[int, int]]:
+    """Per family: (checks with holds / does not hold in some scope, checks in all)."""
+    out = {}
+    for name, fam in report["families"].items():
+        by_check: dict[str, set[str]] = {}
+        for c in fam["checks"]:
+            by_check.setdefault(c["name"], set()).add(c["verdict"])
+        decisive = sum(bool(v & {"holds", "does not hold"}) for v in by_check.values())
+        out[name] = (decisive, len(by_check))
+    return out
+
+
+def markdown(name: str, fam: Mapping[str, Any]) -> str:
+    """One family's report as Markdown: its files, its condition and one line per check and scope."""
+    lines = [f"## {fam['title']}", ""]
+    lines.append("Files: " + (", ".join(f"`{f}`" for f in fam["files"]) or "none") + ".")
+    for path, checks in fam["excluded"].items():
+        for check, why in checks.items():
+            lines.append(f"`{path}` does not feed `{check}`: {why}.")
+    lines += [f"Condition: {fam['condition']['kind']} ({fam['condition']['why']}).", "",
+              "| check | scope | n | verdict | reason |", "|---|---|---:|---|---|"]  # fmt: skip
+    for c in fam["checks"]:
+        reason = c["reason"].replace("|", "\\|")
+        lines.append(f"| `{c['name']}` | {c['scope'] or '—'} | {c['n']} | {c['verdict']} | {reason} |")
+    return "\n".join(lines) + "\n"
