@@ -118,3 +118,25 @@ def test_the_findings_api_is_for_the_owner_and_says_when_a_job_type_has_no_findi
     other = sweep_of()
     body = api_client_for(alice).get(f"/api/sweeps/{other.pk}/findings/").json()
     assert (body["report"], body["findings"]) == (None, [])
+
+
+def test_the_export_api_gives_the_owner_the_ended_trials_as_result_rows(
+    alice, bob, charlie, api_client_for, django_assert_max_num_queries
+) -> None:
+    sweep = rd_sweep(alice, repetitions=2)
+    finish(sweep)
+    first = sweep.trials.order_by("index").first()
+    first.provenance = {"host_cpu": {"model": "Xeon", "bogomips": "5199.99"}, "code_revision": "abc1234"}
+    first.save()
+    last = sweep.trials.order_by("index").last()
+    sweep.trials.filter(pk=last.pk).update(status="running")
+    api = api_client_for(alice)
+    with django_assert_max_num_queries(12):  # a fixed number of queries, however many trials
+        body = api.get(f"/api/sweeps/{sweep.pk}/export/").json()
+    assert (body["finished"], body["open_trials"], len(body["rows"])) == (False, 1, sweep.trials.count() - 1)
+    row = body["rows"][0]
+    assert row["trial"] == first.pk and row["params"] == first.resolved and "T_ms" in row["summary"]
+    assert row["host"]["cpu"] == "Xeon" and row["host"]["bogomips"] == "5199.99"
+    assert row["provenance"]["code_revision"] == "abc1234" and "error" not in row
+    assert api_client_for(bob).get(f"/api/sweeps/{sweep.pk}/export/").status_code == 404
+    assert api_client_for(charlie).get(f"/api/sweeps/{sweep.pk}/export/").status_code == 403

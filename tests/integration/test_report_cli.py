@@ -83,3 +83,39 @@ def test_report_refuses_a_sweep_of_another_job_type_in_one_sentence(run: Any, al
         out.stderr.strip()
         == f"qoelab: error: sweep {other.pk} is a link_check sweep; report ch4 reads rd_qoe sweeps"
     )
+
+
+def test_exported_sweeps_give_the_same_verdicts_from_the_file(run: Any, alice: Any, tmp_path: Any) -> None:
+    """`qoelab sweep export` writes what `qoelab report --from` reads: issue 32's results as data."""
+    low, high = finished_sweep(alice, "1mbit"), finished_sweep(alice, "100mbit")
+    failed = low.trials.order_by("index").first()
+    failed.status, failed.error = "failed", "the viewer never showed the page"
+    failed.save()
+    out_file = tmp_path / "ch4.jsonl"
+    out = run("sweep", "export", str(low.pk), str(high.pk), "--out", str(out_file))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"{out_file}: 8 trials (1 failed) from sweeps {low.pk}, {high.pk}"
+    rows = [json.loads(line) for line in out_file.read_text().splitlines()]
+    bad = [r for r in rows if "error" in r]
+    assert [r["error"] for r in bad] == ["the viewer never showed the page"] and bad[0]["trial"] == failed.pk
+    good = next(r for r in rows if "error" not in r)
+    assert good["params"]["rate"] in (1e6, 1e8) and set(good["summary"]) == {"T_ms"}
+    assert {"cpu", "bogomips", "name", "kernel"} <= set(good["host"])
+
+    from_db = json.loads(run("report", "ch4", str(low.pk), str(high.pk), "--json").stdout)
+    from_file = run("report", "ch4", "--from", str(out_file), "--json")
+    assert from_file.returncode == 0, from_file.stderr
+    checks = json.loads(from_file.stdout)["families"]["ch4"]["checks"]
+    judged = {c["name"]: c["verdict"] for c in checks if c["verdict"] != "not run"}
+    assert judged == {f["name"]: f["verdict"] for f in from_db} and judged, (judged, from_db)
+
+
+def test_export_refuses_an_unfinished_sweep_unless_partial(run: Any, alice: Any, tmp_path: Any) -> None:
+    sweep = finished_sweep(alice, "1mbit")
+    sweep.trials.filter(pk=sweep.trials.order_by("index").first().pk).update(status="pending")
+    out = run("sweep", "export", str(sweep.pk), "--out", str(tmp_path / "x.jsonl"))
+    assert out.returncode == 2 and not (tmp_path / "x.jsonl").exists()
+    assert f"sweep {sweep.pk} has not finished (1 trials pending, queued or running)" in out.stderr
+    out = run("sweep", "export", str(sweep.pk), "--out", str(tmp_path / "x.jsonl"), "--partial")
+    assert out.returncode == 0, out.stderr
+    assert len((tmp_path / "x.jsonl").read_text().splitlines()) == 3

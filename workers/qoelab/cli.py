@@ -162,6 +162,21 @@ def build_parser() -> argparse.ArgumentParser:
     _api_args(st)
     st.set_defaults(func=cmd_sweep_status)
 
+    ex = ssub.add_parser(
+        "export",
+        help="write finished sweeps' trials to a JSON-lines result file",
+        description="Write the succeeded and failed trials of finished sweeps, one JSON line each "
+        "(params, summary, host, provenance, link; error for a failed trial), the form "
+        "'qoelab report FAMILY --from FILE' reads (docs/findings.md).",
+        epilog="example:\n  qoelab sweep export 12 13 --out benchmarks/reproduce_ch4/fig46.jsonl",
+        formatter_class=_formatter,
+    )
+    ex.add_argument("sweeps", metavar="ID", type=int, nargs="+", help="sweep ids")
+    ex.add_argument("--out", metavar="FILE", type=Path, required=True, help="the file to write (replaced)")
+    ex.add_argument("--partial", action="store_true", help="also export sweeps that are still running")
+    _api_args(ex)
+    ex.set_defaults(func=cmd_sweep_export)
+
     h = sub.add_parser(
         "hosts",
         help="list lab hosts and their heartbeat",
@@ -380,6 +395,31 @@ def cmd_sweep_status(args: argparse.Namespace) -> int:
         if blocked:
             print(f"  waiting: {blocked}")
         print(f"  {sweeps.sweep_web_url(api, sweep)}")
+    return 0
+
+
+def cmd_sweep_export(args: argparse.Namespace) -> int:
+    rows: list[dict[str, Any]] = []
+    with _api(args) as api:
+        for sweep_id in dict.fromkeys(args.sweeps):
+            body = api.get(f"/api/sweeps/{sweep_id}/export/")
+            if not body["finished"] and not args.partial:
+                raise QoelabError(
+                    f"sweep {sweep_id} has not finished ({body['open_trials']} trials pending, queued or "
+                    "running): wait for it, or pass --partial"
+                )
+            rows += body["rows"]
+    # Written beside the target and renamed: a reader never sees half a file.
+    tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        os.replace(tmp, args.out)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise QoelabError(f"--out {args.out}: cannot write it ({err.strerror})") from None
+    failed = sum("error" in r for r in rows)
+    print(f"{args.out}: {len(rows)} trials ({failed} failed) from sweep{'s' if len(args.sweeps) > 1 else ''} "
+          f"{', '.join(str(s) for s in dict.fromkeys(args.sweeps))}")  # fmt: skip
     return 0
 
 

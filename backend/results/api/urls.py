@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from results.api import findings, tables, views
+from results.api import export, findings, tables, views
 
 urlpatterns = [
     path(
@@ -12,4 +12,5 @@ urlpatterns = [
     ),
     path("sweeps/<int:pk>/findings/", findings.SweepFindingsView.as_view(), name="sweep-findings"),
     path("sweeps/<int:pk>/tables/", tables.SweepTablesView.as_view(), name="sweep-tables"),
+    path("sweeps/<int:pk>/export/", export.SweepExportView.as_view(), name="sweep-export"),
 ]

@@ -149,7 +149,11 @@ def family_report(name: str, sources: Sequence[Source] | None = None, root: Path
     found = evaluate_files(name, sources, root) if sources else []
     checks = [_check_json(f, family) for f in found]
     judged = {f.name for f in found}
-    why = family.not_run or "no row in the files lies within the check's conditions"
+    why = (
+        (family.not_run or "no committed file")
+        if not sources
+        else "no row in the files lies within the check's conditions"
+    )
     for check in get_report(name):
         if check.name not in judged:
             checks.append({"name": check.name, "claim": check.claim, "figure": check.figure, "scope": "",
