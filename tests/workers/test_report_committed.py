@@ -10,7 +10,17 @@ import pytest
 from qoelab.cli import main
 from qoelab.errors import QoelabError
 from qoelab.findings import REPORTS
-from qoelab.findings.committed import COMMITTED, REPO, Source, decisive_share, evaluate_files, read_rows
+from qoelab.findings.committed import (
+    COMMITTED,
+    REPO,
+    Source,
+    committed_report,
+    decisive_share,
+    doc_block,
+    evaluate_files,
+    read_rows,
+    render_all,
+)
 
 VERDICTS = {"holds", "does not hold", "inconclusive", "not run"}
 KEYS = {"name", "claim", "figure", "scope", "n", "verdict", "reason", "condition"}
@@ -87,3 +97,10 @@ def test_report_from_named_files_and_the_argument_rules(tmp_path, capsys):
     ):
         assert main(argv) == 2, argv
         assert message in capsys.readouterr().err, argv
+
+
+def test_the_docs_verdict_table_is_what_the_committed_files_give():
+    # A check, a threshold or a committed file changed without regenerating the table fails here:
+    #   .venv/bin/qoelab report all --from-committed --write-doc docs/findings.md
+    expected = render_all(committed_report()).strip("\n")
+    assert doc_block(REPO / "docs" / "findings.md") == expected

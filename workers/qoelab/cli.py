@@ -221,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--from-committed", action="store_true",
                    help="the result files committed with the lab (qoelab.findings.committed)")  # fmt: skip
     r.add_argument("--json", action="store_true", help="print the findings as JSON")
+    r.add_argument("--write-doc", metavar="FILE.md", type=Path,
+                   help="with all --from-committed: put the tables between the file's markers")  # fmt: skip
     _api_args(r)
     r.set_defaults(func=cmd_report)
 
@@ -510,6 +512,12 @@ def _report_from_files(args: argparse.Namespace) -> int:
         report = {"families": {args.report: committed.family_report(args.report, sources)}}
     if args.json:
         print(json.dumps(report, indent=1))
+        return 0
+    if args.write_doc is not None:
+        if args.report != "all" or not args.from_committed:
+            raise QoelabError("report: --write-doc needs REPORT all and --from-committed")
+        committed.write_doc(args.write_doc, committed.render_all(report))
+        print(f"{args.write_doc}: the committed verdicts written between its markers")
         return 0
     for name, fam in report["families"].items():
         print(committed.markdown(name, fam))
