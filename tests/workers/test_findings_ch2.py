@@ -94,6 +94,20 @@ def test_slow_convergence_and_a_goodput_short_of_the_best_fixed_n_and_the_link_d
     assert found["vanilla_falls_short"].verdict == "holds"
 
 
+def test_convergence_checks_the_papers_whole_range_run_by_run():
+    # Issue 32: the claim is 6-17 steps (mean 12.1), not only "at most 17".
+    ok = next(f for f in evaluate("ch2", scenario(steps=10.0)) if f.name == "apt_converges")
+    assert ok.verdict == "holds" and "(the paper: 6-17, mean 12.1)" in ok.reason, ok.reason
+    fast = next(f for f in evaluate("ch2", scenario(steps=4.0)) if f.name == "apt_converges")
+    assert fast.verdict == "does not hold" and "took 3, 4, 5 steps, outside 6-17" in fast.reason, fast.reason
+    # A mean inside the range with one run outside it: that run is outside the paper's set.
+    rows = scenario(steps=10.0)
+    next(r for r in rows if r["params"]["mode"] == "apt")["summary"]["steps"] = 21.0
+    one = next(f for f in evaluate("ch2", rows) if f.name == "apt_converges")
+    assert one.verdict == "does not hold", one.reason
+    assert "1 of 3 APT runs took 21 steps, outside 6-17" in one.reason
+
+
 def test_each_transport_and_delay_is_judged_on_its_own():
     rows = scenario("nbd") + scenario("iscsi", apt=120.0) + scenario("nbd", delay=0.05, steps=21.0)
     found = by_name(evaluate("ch2", rows))

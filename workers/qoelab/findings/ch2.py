@@ -27,8 +27,11 @@ from qoelab.findings.base import (
     mean_ci,
 )
 
-# §2.6.2: "6-17 steps" over all the paper's experiments (mean 12.1).
-MAX_STEPS = 17
+# §2.6.2: "6-17 steps" over all the paper's experiments (mean 12.1). The range is checked per run;
+# the mean depends on where N* lies (a search's length grows with log N*), so the paper's 12.1 is
+# shown beside the lab's mean, not judged.
+MIN_STEPS, MAX_STEPS = 6, 17
+PAPER_MEAN_STEPS = 12.1
 # Fig. 2.11 at 20 ms (NBD): APT and the best fixed N both ≈ 800 Mbit/s. "As good" is read as at
 # least 90 % of the best fixed N's mean: a 5 s interval's noise moves a single step's G by a few %.
 NEAR_BEST = 0.90
@@ -75,7 +78,22 @@ def _converges(sc: Scope) -> tuple[list[Comparison], list[str]]:
     steps = _stat(sc, apt, APT, "steps", "steps to converge")
     _stat(sc, apt, APT, "n_star", "N*")
     saturated = sum(1 for r in apt if r["summary"].get("saturated"))
-    comps = [at_most(steps, MAX_STEPS, "APT's steps", _where(sc))]
+    where = _where(sc)
+    paper = f"the paper: {MIN_STEPS}-{MAX_STEPS}, mean {PAPER_MEAN_STEPS:g}"
+    comps = [
+        Comparison(c.outcome, f"{c.text} ({paper})")
+        for c in (
+            at_least(steps, MIN_STEPS, "APT's steps", where),
+            at_most(steps, MAX_STEPS, "APT's steps", where),
+        )
+    ]
+    # Every run inside the range, not only the mean: one run of 21 steps is outside the paper's set.
+    outside = sorted(v for r in apt if (v := r["summary"].get("steps")) is not None
+                     and not MIN_STEPS <= v <= MAX_STEPS)  # fmt: skip
+    if outside:
+        listed = ", ".join(fmt_num(v) for v in outside)
+        comps.append(Comparison("contradicts", f"{len(outside)} of {len(apt)} APT runs took {listed} steps, "
+                                               f"outside {MIN_STEPS}-{MAX_STEPS} at {where}"))  # fmt: skip
     if saturated:
         text = f"{saturated} of {len(apt)} APT runs reached n_max without a decrease"
         comps.append(Comparison("unclear", text))
@@ -151,9 +169,10 @@ KEEP = ("mode", "sessions")
 CHECKS: tuple[Check, ...] = (
     Check(
         name="apt_converges",
-        title="APT fixes the number of sessions within 17 steps",
+        title="APT fixes the number of sessions within 6-17 steps",
         claim="Over all experiments the number of active sessions converged in 6-17 steps (mean 12.1); "
-        "NBD at 900 Mbit/s, 40 ms: N* = 33 after 12 steps.",
+        "NBD at 900 Mbit/s, 40 ms: N* = 33 after 12 steps. Checked as every APT run within 6-17 steps "
+        "and the mean's CI inside the range; the mean of 12.1 is shown, not judged (it depends on N*).",
         figure="§2.6.2, Fig. 2.9",
         x=None,
         protocols=(),
