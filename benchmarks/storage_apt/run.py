@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
-import platform
 import random
 import secrets
 import shutil
@@ -34,6 +32,7 @@ from typing import Any
 
 from qoelab import findings, jobs
 from qoelab.findings.base import fmt_num, mean_ci
+from qoelab.hostfacts import run_facts
 from qoelab.jobs.base import TrialContext
 from qoelab.params import validate_params
 
@@ -75,6 +74,7 @@ def run_one(raw: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
         "summary": result.summary,
         "probes": [s.values["n"] for s in result.samples],
         "tcp": (result.link or {}).get("tcp"),
+        "host": run_facts(),  # the machine and code that measured it (findings judge per machine)
         "started": t0,
         "duration_s": time.time() - t0,
     }
@@ -133,10 +133,16 @@ def report(rows: list[dict[str, Any]]) -> str:
         by[(p["transport"], label)].append(r)
     p0 = (ok or rows)[0]["params"] if rows else {}
     first = min((r["started"] for r in rows), default=0)
+    # The machine is the rows' own record; rows from before they carried one say so.
+    hosts = sorted({f"{h['node']} ({h['cpu']}, {h['cores']} cores, Linux {h['kernel']}, {h['code_revision']})"
+                    for r in rows if (h := r.get("host"))})  # fmt: skip
+    unrecorded = sum("host" not in r for r in rows)
+    where = "; ".join(hosts) or "not recorded in the rows"
+    if hosts and unrecorded:
+        where += f" ({unrecorded} rows without a record)"
     lines = [
-        f"Measured {time.strftime('%Y-%m-%d', time.gmtime(first))} on {platform.node()} "
-        f"({os.cpu_count()} cores, Linux {platform.release()}): {len(ok)} trials succeeded, "
-        f"{len(failed)} failed. Link {fmt_num(p0.get('rate', 0) / 1e6)} Mbit/s, "
+        f"Measured {time.strftime('%Y-%m-%d', time.gmtime(first))}, host {where}: "
+        f"{len(ok)} trials succeeded, {len(failed)} failed. Link {fmt_num(p0.get('rate', 0) / 1e6)} Mbit/s, "
         f"{fmt_num(p0.get('delay', 0) * 1e3)} ms one-way, {p0.get('limit')} queue, TCP "
         f"{p0.get('tcp_cc')} with SACK, 512 KB buffers; Δ = {fmt_num(p0.get('delta', 0))} s, "
         f"steady window {fmt_num(p0.get('steady', 0))} s. Mean ± half-width of the 95 % CI over n runs.",

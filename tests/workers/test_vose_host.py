@@ -12,13 +12,11 @@ from pathlib import Path
 import pytest
 
 from qoelab.errors import ParameterError
+from qoelab.hostfacts import CPUFREQ_ABSENT, PROVENANCE_FLAGS, cpu_provenance
 from qoelab.vose import offloads, quota
 from qoelab.vose.host import (
     CLK_TCK,
-    CPUFREQ_ABSENT,
-    PROVENANCE_FLAGS,
     CpuSampler,
-    cpu_provenance,
     fractions,
     parse_proc_stat,
     parse_task_stat,

@@ -301,8 +301,8 @@ def summarize(family: str, out: Any) -> dict[str, float]:
 
 
 def run(params: StorageBenchParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.hostfacts import cpu_provenance
     from qoelab.storage.trial import run_storage
-    from qoelab.vose.host import cpu_provenance
 
     started = time.time()
 

@@ -1,17 +1,15 @@
-"""Host side of a VOSE trial: what CPU ran it and where the CPU time went.
+"""Host side of a VOSE trial: where the CPU time went.
 
 VOSE pins a sender and a receiver to their own cores in two namespaces joined by a veth pair. This
-module records the CPU's provenance and samples per-CPU time from /proc/stat and per-thread time
-from /proc/<pid>/task. The interfaces' offloads are in ``offloads.py``, the CPU quota (the stand-in
-for a slower CPU) in ``quota.py``.
+module samples per-CPU time from /proc/stat and per-thread time from /proc/<pid>/task. The CPU's
+provenance is ``qoelab.hostfacts``, the interfaces' offloads are in ``offloads.py``, the CPU quota
+(the stand-in for a slower CPU) in ``quota.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import platform
 import threading
 import time
 from collections.abc import Sequence
@@ -22,78 +20,6 @@ from typing import Any
 log = logging.getLogger("qoelab.vose.host")
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-# ---------------------------------------------------------------------------------------------------
-# CPU provenance
-
-PROVENANCE_FLAGS = (
-    "aes",
-    "sha_ni",
-    "avx",
-    "avx2",
-    "avx512f",
-    "ssse3",
-    "pclmulqdq",
-    "constant_tsc",
-    "nonstop_tsc",
-    "rdtscp",
-    "tsc_known_freq",
-)
-CPUFREQ_ABSENT = "not exposed (frequency cannot be changed here)"
-SYS_CPU = Path("/sys/devices/system/cpu")
-
-
-def _first_cpuinfo_block(text: str) -> dict[str, str]:
-    info: dict[str, str] = {}
-    for line in text.splitlines():
-        if not line.strip():
-            if info:
-                break  # every processor block repeats the model and flags
-            continue
-        key, sep, value = line.partition(":")
-        if sep:
-            info.setdefault(key.strip(), value.strip())
-    return info
-
-
-def _cpufreq() -> dict[int, dict[str, Any]] | str:
-    found: dict[int, dict[str, Any]] = {}
-    for cpu_dir in SYS_CPU.glob("cpu[0-9]*"):
-        freq_dir = cpu_dir / "cpufreq"
-        if not freq_dir.is_dir():
-            continue
-        entry: dict[str, Any] = {}
-        with contextlib.suppress(OSError, ValueError):
-            entry["scaling_cur_freq"] = int((freq_dir / "scaling_cur_freq").read_text())  # kHz
-        with contextlib.suppress(OSError):
-            entry["governor"] = (freq_dir / "scaling_governor").read_text().strip()
-        found[int(cpu_dir.name[3:])] = entry
-    return dict(sorted(found.items())) or CPUFREQ_ABSENT
-
-
-def cpu_provenance() -> dict[str, Any]:
-    """Model, crypto/TSC flags, CPU count, kernel and cpufreq state, for a trial's record.
-
-    ``cpufreq`` maps each CPU to ``scaling_cur_freq`` (kHz) and ``governor``, or is the sentence
-    :data:`CPUFREQ_ABSENT` where the kernel exposes no cpufreq (typical in VMs).
-    """
-    info = _first_cpuinfo_block(Path("/proc/cpuinfo").read_text())
-    # x86 says "model name" and "flags"; arm64 says "Model"/"CPU part" and "Features".
-    model = info.get("model name") or info.get("Model") or info.get("Hardware") or platform.processor()
-    present = set((info.get("flags") or info.get("Features") or "").split())
-    flags = [f for f in PROVENANCE_FLAGS if f in present]
-    return {
-        "model": model or "unknown",
-        # The clock the kernel calibrated (BogoMIPS / 2 in MHz on x86): the model name alone does
-        # not tell two machines apart (findings judge host-bound results per machine).
-        "bogomips": info.get("bogomips") or info.get("BogoMIPS"),
-        "flags": flags,
-        "invariant_tsc": {"constant_tsc", "nonstop_tsc"} <= present,
-        "cpus": os.cpu_count(),
-        "kernel": platform.release(),
-        "cpufreq": _cpufreq(),
-    }
-
 
 # ---------------------------------------------------------------------------------------------------
 # Per-CPU time from /proc/stat

@@ -24,6 +24,7 @@ from typing import Any
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.topology import PLUMBING_BACKEND, EmulatedLink, emulated_link
 from qoelab.errors import ParameterError, QoelabError
+from qoelab.hostfacts import cpu_provenance
 from qoelab.vose import host
 from qoelab.vose.offloads import set_offloads
 from qoelab.vose.pair import Calibration, PairProcess, PairSpec, calibrate, device_time, failure
@@ -176,7 +177,7 @@ def run_trial(
     )
     sender, receiver = outcome["send"].summary(), outcome["recv"].summary()
     provenance = {
-        "cpu": host.cpu_provenance(),
+        "cpu": cpu_provenance(),
         "clock": cal.clock,
         "calibration": {"method": run.calibration if run.path == "app" else "offline",
                         "stream_work_ns": cal.stream.get("work_ns")},
