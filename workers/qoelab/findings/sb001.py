@@ -77,6 +77,9 @@ AMP_MAX_FILE = 256 * KIB
 LINE_SHARE = 0.8
 SLOW_MIB_S = 4.0
 MANY_THREADS = 16
+# §5.8: with CFQ iSCSI's sync reads at 50 ms are "much slower" than with deadline (about 1/3 for
+# 16 MiB files); read as bfq below 0.8 x mq-deadline, a gap no run-to-run spread here explains.
+MUCH_SLOWER = 0.8
 # Table 6.1: iSCSI's PostMark time is ≥ 50× below NFS's and Swift's in every row; "≫" is checked
 # as 10× (the guest's CPU cost per transaction is added to every target).
 POSTMARK_FACTOR = 10.0
@@ -325,9 +328,15 @@ def _deadline_vs_bfq(sc: Scope) -> Run:
         if not dl or not bfq:
             gaps.append(f"no {'mq-deadline' if not dl else 'bfq'} trials at {cond}, {w0}")
             continue
-        c = u.above(sc, dl, "mq-deadline", bfq, "bfq", cond, f"{cond}, {w0}")
-        ratio = (mean_ci(metric("mib_s")(r) for r in bfq).mean or 0.0) / (
-            mean_ci(metric("mib_s")(r) for r in dl).mean or float("nan"))  # fmt: skip
+        # "Much slower" (about 1/3): bfq below MUCH_SLOWER x mq-deadline. Testing "deadline above
+        # bfq" instead could never decide two schedulers that are equal (issue 32): equal ones
+        # refute "much slower" once their intervals sit above the line.
+        d = stat(sc, dl, cond, "mq-deadline", "MiB/s", metric("mib_s"))
+        b = stat(sc, bfq, cond, "bfq", "MiB/s", metric("mib_s"))
+        line = f"{MUCH_SLOWER:g} × mq-deadline"
+        c = u.guarded(lower(b, times(d, MUCH_SLOWER), "bfq", line, f"{cond}, {w0}", " MiB/s"),
+                      (dl, "mq-deadline", w0), (bfq, "bfq", w0))  # fmt: skip
+        ratio = (b.mean or 0.0) / (d.mean or float("nan"))
         comps.append(Comparison(c.outcome, f"{c.text}; bfq/mq-deadline {fmt_num(ratio)} (the thesis: CFQ "
                                 "about 1/3 of deadline for 16 MiB sync reads)"))  # fmt: skip
     if not comps and not gaps:
@@ -535,7 +544,7 @@ CHECKS: tuple[Check, ...] = (
         "1/3 for 16 MiB files): CFQ gives each thread its own slice, mostly spent waiting for the target; "
         "deadline batches requests and keeps the gap at 1 Gbit/s too (§5.8). The lab compares bfq (CFQ's "
         "successor, also per-process slices) with mq-deadline. Checked with ≥ 2 threads, per file size "
-        "and thread count, as mq-deadline's MiB/s above bfq's.",
+        f"and thread count, as bfq's MiB/s below {MUCH_SLOWER:g} × mq-deadline's (both intervals).",
         "§4.6.3, §4.8, §5.6, Figs. 4.8c, 4.10",
         _deadline_vs_bfq,
         u.all_of(
