@@ -268,7 +268,8 @@ def test_sha1_only_levelling_off_at_10_holds():
 
 
 def test_still_far_from_inf_at_10_fails_on_the_level_part():
-    f = only(evaluate("ch3", vose_curve("sha1_only", SHA1_ONLY | {10: 1.2})), "sha1_only_levels_off_near_10")
+    rows = vose_curve("sha1_only", SHA1_ONLY | {3: 1.0, 10: 1.2})
+    f = only(evaluate("ch3", rows), "sha1_only_levels_off_near_10")
     assert f.verdict == "does not hold"
     assert f.reason.startswith("levelled off by speedup 10: throughput at 10 over inf's 80 %")
     assert "still rising" not in f.reason
@@ -278,7 +279,19 @@ def test_a_plateau_before_10_fails_on_the_rising_part():
     rows = vose_curve("sha1_only", SHA1_ONLY | {3: 1.6, 10: 1.5})
     f = only(evaluate("ch3", rows), "sha1_only_levels_off_near_10")
     assert f.verdict == "does not hold"
-    assert f.reason.startswith("still rising from 3 to 10: speedup 10 is lower")
+    assert f.reason.startswith("still rising from 3 to 10: gain from 3 to 10 -6.67 %"), f.reason
+    # Issue 32: an equal 3 and 10 (a plateau) decides it too; "10 above 3" never would.
+    rows = vose_curve("sha1_only", SHA1_ONLY | {3: 1.5, 10: 1.5})
+    f = only(evaluate("ch3", rows), "sha1_only_levels_off_near_10")
+    assert f.verdict == "does not hold" and "gain from 3 to 10 0 %" in f.reason, f.reason
+
+
+def test_a_curve_flat_from_speedup_1_is_inconclusive_with_the_reason():
+    # On this CPU SHA-1 is a small part of a record: offloading it alone gains nothing at any speedup.
+    flat = {1: 0.6, 2: 0.6, 3: 0.6, 10: 0.6, 30: 0.6, "inf": 0.6}
+    f = only(evaluate("ch3", vose_curve("sha1_only", flat)), "sha1_only_levels_off_near_10")
+    assert f.verdict == "inconclusive"
+    assert f.reason.startswith("a flat curve, no knee to place: gain from 1 to inf 0 %"), f.reason
 
 
 def test_both_parts_failing_are_both_named():
