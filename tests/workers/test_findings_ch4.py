@@ -85,7 +85,7 @@ def test_a_slope_has_a_t_interval_with_n_minus_two_degrees_of_freedom() -> None:
 
 def test_the_rd_qoe_job_type_reads_the_ch4_report() -> None:
     assert JOB_REPORTS["rd_qoe"] == "ch4"
-    assert len(REPORTS["ch4"]) == 7
+    assert len(REPORTS["ch4"]) == 13
 
 
 def test_a_rate_sweep_gets_the_rate_checks_only() -> None:
@@ -95,6 +95,7 @@ def test_a_rate_sweep_gets_the_rate_checks_only() -> None:
         "spice_best_t_high_rate",
         "x2go_smallest_x_and_rate",
         "t_proportional_to_x_low_rate",
+        "spice_x_jump_near_10mbit",
     ]
 
 
@@ -103,6 +104,9 @@ def test_a_delay_sweep_gets_the_delay_checks_only() -> None:
     assert [c.name for c in applicable("ch4", rows)] == [
         "x2go_t_grows_most_with_delay",
         "x2go_better_short_delay_1mbit",
+        "spice_best_other_delay_cases",
+        "t_rises_with_delay",
+        "x_constant_with_delay",
     ]
 
 
@@ -401,7 +405,7 @@ def test_the_rate_checks_leave_out_trials_outside_fig_4_6s_conditions() -> None:
 
 def test_a_loss_sweep_at_100_ms_gets_no_rate_check_even_with_two_rates() -> None:
     names = [c.name for c in applicable("ch4", loss_sweep(CROSSING))]
-    assert names == ["best_t_by_loss"]
+    assert names == ["best_t_by_loss", "x_constant_with_loss"]
 
 
 def test_a_sweep_without_results_yet_is_inconclusive_for_every_check_that_applies() -> None:
@@ -410,3 +414,77 @@ def test_a_sweep_without_results_yet_is_inconclusive_for_every_check_that_applie
     assert [f.name for f in found] == [c.name for c in applicable("ch4", [], params)]
     assert {f.verdict for f in found} == {"inconclusive"}
     assert found[0].reason == "no succeeded trials within delay 0–20 ms, loss 0–0.1 % yet"
+
+
+# ---- the claims coded for issue 32: Fig. 4.7's other cases, T and X over delay, SPICE's jump, LTE ----
+
+
+def test_spice_best_in_the_other_cases_of_fig_4_7() -> None:
+    # 1 Mbit/s: X2Go best up to 50 ms (not judged here), SPICE beyond; 10 Mbit/s: SPICE at every delay.
+    rows = delay_sweep({"x2go": (100, 4), "spice": (300, 1), "vnc": (400, 1.5)}, rates=(1,))
+    rows += delay_sweep({"x2go": (100, 4), "spice": (50, 1), "vnc": (200, 1.5)}, rates=(10,))
+    f = only(evaluate("ch4", rows), "spice_best_other_delay_cases")
+    assert f.verdict == "holds", f.reason
+    conditions = {r.condition for r in f.rows}
+    assert "rate 10 Mbit/s, delay 10 ms" in conditions and "rate 1 Mbit/s, delay 10 ms" not in conditions
+    # VNC below SPICE at 10 Mbit/s and 200 ms: SPICE is not best there.
+    rows += trials("vnc", {"T_ms": 100.0}, rate=10 * MBIT, delay=0.3)
+    rows += trials("spice", {"T_ms": 400.0}, rate=10 * MBIT, delay=0.3)
+    rows += trials("x2go", {"T_ms": 1300.0}, rate=10 * MBIT, delay=0.3)
+    f = only(evaluate("ch4", rows), "spice_best_other_delay_cases")
+    assert f.verdict == "does not hold" and "VNC is lower" in f.reason, f.reason
+
+
+def test_t_rises_with_delay_for_every_series_or_names_the_flat_one() -> None:
+    rows = delay_sweep({"x2go": (100, 4), "spice": (300, 1), "vnc": (400, 1.5)}, rates=(1, 10))
+    assert only(evaluate("ch4", rows), "t_rises_with_delay").verdict == "holds"
+    rows = delay_sweep({"x2go": (100, 4), "spice": (300, -0.5)}, rates=(1,))
+    f = only(evaluate("ch4", rows), "t_rises_with_delay")
+    assert f.verdict == "does not hold" and "SPICE's slope of T over delay" in f.reason, f.reason
+
+
+def x_over(param: str, values: dict[str, dict[float, float]]) -> list[dict[str, Any]]:
+    rows = []
+    for proto, per in values.items():
+        for v, x in per.items():
+            at = {"delay": v / 1e3} if param == "delay" else {"delay": 0.1, "loss": v}
+            rows += trials(proto, {"T_ms": 100.0 + v, "bytes_down": x}, rate=MBIT, **at)
+    return rows
+
+
+def test_x_almost_constant_with_delay_and_with_loss() -> None:
+    steady = {"spice": {10: 60e3, 100: 62e3, 200: 58e3}, "x2go": {10: 10e3, 100: 10.5e3, 200: 9.8e3}}
+    assert only(evaluate("ch4", x_over("delay", steady)), "x_constant_with_delay").verdict == "holds"
+    grows = {**steady, "spice": {10: 60e3, 100: 90e3, 200: 120e3}}
+    f = only(evaluate("ch4", x_over("delay", grows)), "x_constant_with_delay")
+    assert f.verdict == "does not hold" and "SPICE's X (kB) over SPICE's X at delay 10 ms (60 kB)" in f.reason
+    lossy = {"spice": {0.01: 60e3, 1.0: 61e3, 10.0: 30e3}, "x2go": {0.01: 10e3, 1.0: 10e3, 10.0: 10.2e3}}
+    f = only(evaluate("ch4", x_over("loss", lossy)), "x_constant_with_loss")
+    assert f.verdict == "does not hold" and "loss 10 %" in f.reason, f.reason
+
+
+def test_spice_jump_near_10_mbit_is_decided_both_ways() -> None:
+    def at(x: dict[int, float]) -> list[dict[str, Any]]:
+        return [r for mbit, v in x.items() for r in trials("spice", {"T_ms": 50.0, "bytes_down": v},
+                                                             rate=mbit * MBIT)]  # fmt: skip
+
+    f = only(evaluate("ch4", at({5: 60e3, 8: 60e3, 10: 30e3, 20: 30e3})), "spice_x_jump_near_10mbit")
+    assert f.verdict == "holds", f.reason
+    f = only(evaluate("ch4", at({5: 60e3, 8: 60e3, 10: 61e3, 20: 60e3})), "spice_x_jump_near_10mbit")
+    assert f.verdict == "does not hold" and f.reason.startswith("no jump"), f.reason
+
+
+def test_image_transfer_beats_event_transfer_under_lte() -> None:
+    lte = {"rate": 10 * MBIT, "delay": 0.05, "loss": 0.5}
+    rows = trials("x2go", {"T_ms": 400.0}, **lte) + trials("spice", {"T_ms": 90.0}, **lte)
+    rows += trials("vnc", {"T_ms": 150.0}, **lte) + trials("spice", {"T_ms": 20.0}, rate=100 * MBIT)
+    f = only(evaluate("ch4", rows), "image_transfer_better_lte")
+    assert f.verdict == "holds", f.reason
+    assert {r.condition for r in f.rows} == {"rate 10 Mbit/s, delay 50 ms, loss 0.5 %"}
+    rows += trials("vnc", {"T_ms": 900.0}, rate=10 * MBIT, delay=0.05, loss=0.2)
+    rows += trials("x2go", {"T_ms": 300.0}, rate=10 * MBIT, delay=0.05, loss=0.2)
+    # Each LTE-like condition is judged on its own (a scope per loss here).
+    found = {f.scope_label: f for f in evaluate("ch4", rows) if f.name == "image_transfer_better_lte"}
+    assert found["loss = 0.5 %"].verdict == "holds"
+    f = found["loss = 0.2 %"]
+    assert f.verdict == "does not hold" and "X2Go is lower" in f.reason, f.reason

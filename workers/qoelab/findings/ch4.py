@@ -18,6 +18,8 @@ from qoelab.findings.base import (
     Series,
     as_number,
     at_least,
+    at_most,
+    fmt_num,
     fmt_value,
     lower,
     slope_ci,
@@ -44,6 +46,16 @@ EPS = 1e-9
 # own small base delay; trials outside are left out of those checks.
 FIG46 = {"delay": (0.0, 0.020), "loss": (0.0, 0.1)}
 FIG47 = {"loss": (0.0, 0.1)}
+# §4.6.2: "a transfer data size is almost constant regardless of a delay and loss rate": each
+# condition's X within 0.8-1.25 x the series' X at its smallest delay (or loss), both ways 20 %.
+ALMOST_CONSTANT = (0.8, 1.25)
+# The thesis' SPICE 0.10.1 switched behaviour at a 10 Mbit/s bandwidth estimate, a jump in X near
+# 10 Mbit/s: X just below and just above (within a factor 2 of 10 Mbit/s) differ by more than 20 %.
+JUMP_RATES = (5e6, 20e6)
+JUMP_SHARE = 0.2
+# §4.7: LTE is "around 10 Mbit/s, around 50 ms, less than 1 % loss".
+LTE = {"rate": (8e6, 12.5e6), "delay": (0.040, 0.060), "loss": (0.0, 1.0)}
+IMAGE_TRANSFER = ("vnc", "spice")
 
 T = ("T_ms", "T (ms)", 1.0, " ms")
 X = ("bytes_down", "X (kB)", 1e3, " kB")
@@ -189,6 +201,110 @@ def _best_by_loss(sc: Scope) -> tuple[list[Comparison], list[str]]:
     return comps, gaps
 
 
+# ---- 7: SPICE best in the other cases of Fig. 4.7 ---------------------------------------------------
+
+
+def _spice_best_other_cases(sc: Scope) -> tuple[list[Comparison], list[str]]:
+    """Fig. 4.7: SPICE lowest T everywhere except at 1 Mbit/s with delay ≤ 50 ms (X2Go's case)."""
+    comps = []
+    for rate in values_of(sc.rows, "rate"):
+        for d in values_of(sc.select_any(rate=rate), "delay"):
+            x2go_case = rate is not None and abs(rate - PANEL_47A_BPS) < 1 and d <= CROSS_DELAY_S + EPS
+            if not x2go_case:
+                comps += _best(sc, "spice", T, rate=rate, delay=d)
+    return comps, [] if comps else ["no condition outside X2Go's case (1 Mbit/s, delay ≤ 50 ms)"]
+
+
+# ---- 8: T rises with delay for every protocol -------------------------------------------------------
+
+
+def _t_rises_with_delay(sc: Scope) -> tuple[list[Comparison], list[str]]:
+    comps = []
+    for rate in values_of(sc.rows, "rate"):
+        if len(values_of(sc.select_any(rate=rate), "delay")) < 2:
+            continue
+        for s in sc.series():
+            slope = _slope(sc, s, rate)
+            comps.append(at_least(slope, 0.0, f"{s.label}'s slope of T over delay", where(rate=rate)))
+    return comps, [] if comps else ["no rate with two delays or more"]
+
+
+# ---- 9: X almost constant with delay and with loss ----------------------------------------------------
+
+
+def _x_constant(param: str) -> Any:
+    def run(sc: Scope) -> tuple[list[Comparison], list[str]]:
+        comps = []
+        lo_f, hi_f = ALMOST_CONSTANT
+        for rate in values_of(sc.rows, "rate"):
+            for s in sc.series():
+                xs = sorted(values_of(sc.select(s, rate=rate), param), key=as_number)
+                if len(xs) < 2:
+                    continue
+                base = sc.stat(s, *X[:3], rate=rate, **{param: xs[0]})
+                if base.mean is None:
+                    continue
+                at0 = f"{s.label}'s X at {where(**{param: xs[0]})} ({fmt_num(base.mean)} kB)"
+                for v in xs[1:]:
+                    got = sc.stat(s, *X[:3], rate=rate, **{param: v})
+                    w = where(rate=rate, **{param: v})
+                    name = f"{s.label}'s X (kB) over {at0}"
+                    comps += [
+                        at_least(got, lo_f * base.mean, name, w),
+                        at_most(got, hi_f * base.mean, name, w),
+                    ]
+        return comps, [] if comps else [f"no series with two {param} values or more"]
+
+    return run
+
+
+# ---- 10: SPICE's jump near 10 Mbit/s ---------------------------------------------------------------
+
+
+def _spice_jump_near_10(sc: Scope) -> tuple[list[Comparison], list[str]]:
+    rates = sorted(
+        r for r in values_of(sc.rows, "rate") if r is not None and JUMP_RATES[0] <= r <= JUMP_RATES[1]
+    )
+    below = [r for r in rates if r < HIGH_RATE_BPS - EPS]
+    above = [r for r in rates if r >= HIGH_RATE_BPS - EPS]
+    if not below or not above:
+        return [], [f"needs rates on both sides of 10 Mbit/s within {fmt_value('rate', JUMP_RATES[0])}-"
+                    f"{fmt_value('rate', JUMP_RATES[1])}"]  # fmt: skip
+    comps = []
+    for s in sc.series("spice"):
+        a = sc.stat(s, *X[:3], rate=below[-1])
+        b = sc.stat(s, *X[:3], rate=above[0])
+        if a.mean is None:
+            continue
+        name, w = f"{s.label}'s X (kB)", f"{where(rate=above[0])} against {where(rate=below[-1])}"
+        lo, hi = (1 - JUMP_SHARE) * a.mean, (1 + JUMP_SHARE) * a.mean
+        up, down = at_least(b, hi, name, w), at_most(b, lo, name, w)
+        inside_lo, inside_hi = at_least(b, lo, name, w), at_most(b, hi, name, w)
+        if "supports" in (up.outcome, down.outcome):
+            comps.append(up if up.outcome == "supports" else down)
+        elif inside_lo.outcome == inside_hi.outcome == "supports":
+            comps.append(Comparison("contradicts", f"no jump: {inside_hi.text} (within ±{JUMP_SHARE:.0%})"))
+        else:
+            comps.append(Comparison("unclear", f"the interval straddles ±{JUMP_SHARE:.0%}: {inside_hi.text}"))
+    return comps, []
+
+
+# ---- 11: image transfer better under LTE-like conditions -----------------------------------------------
+
+
+def _image_transfer_lte(sc: Scope) -> tuple[list[Comparison], list[str]]:
+    comps = []
+    conds = {(r["params"].get("rate"), r["params"].get("delay"), r["params"].get("loss")) for r in sc.rows}
+    for rate, delay, loss in sorted(conds, key=lambda c: tuple(as_number(v) for v in c)):
+        at = {"rate": rate, "delay": delay, "loss": loss}
+        for xs in sc.series("x2go"):
+            b = sc.stat(xs, *T[:3], **at)
+            for img in (s for s in sc.series() if s.protocol in IMAGE_TRANSFER):
+                a = sc.stat(img, *T[:3], **at)
+                comps.append(lower(a, b, img.label, xs.label, where(**at), T[3]))
+    return comps, []
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         name="x2go_best_t_low_rate",
@@ -270,5 +386,82 @@ CHECKS: tuple[Check, ...] = (
         facet="rate",
         protocols=("x2go", "spice"),
         run=_best_by_loss,
+    ),
+    Check(
+        name="spice_best_other_delay_cases",
+        title="SPICE has the lowest T in the other cases of Fig. 4.7",
+        claim='Over delays of 10-200 ms, X2Go is best only at 1 Mbit/s with delay ≤ 50 ms; "in other '
+        "cases, SPICE provides better response time than others\": SPICE's T below every other series' "
+        "at every other rate and delay (10 Mbit/s panel: every delay).",
+        figure="Fig. 4.7 (a), (b), §4.6.2",
+        x="delay",
+        facet="rate",
+        protocols=("spice",),
+        min_protocols=2,
+        within=FIG47,
+        run=_spice_best_other_cases,
+    ),
+    Check(
+        name="t_rises_with_delay",
+        title="T rises with delay for every protocol",
+        claim='"The response time increases according to an increase of the network delay regardless of '
+        "protocols\": every series' slope of T over delay above 0 in every rate panel.",
+        figure="Fig. 4.7 (a), (b), §4.6.2",
+        x="delay",
+        facet="rate",
+        protocols=(),
+        within=FIG47,
+        run=_t_rises_with_delay,
+    ),
+    Check(
+        name="x_constant_with_delay",
+        title="X is almost constant with delay",
+        claim='"A transfer data size is almost constant regardless of a delay": every series\' X at each '
+        f"delay within {ALMOST_CONSTANT[0]:g}-{ALMOST_CONSTANT[1]:g} × its X at the smallest delay.",
+        figure="§4.6.2 (Fig. 4.7's X)",
+        x="delay",
+        facet="rate",
+        protocols=(),
+        within=FIG47,
+        run=_x_constant("delay"),
+    ),
+    Check(
+        name="x_constant_with_loss",
+        title="X is almost constant with loss",
+        claim='"A transfer data size is almost constant regardless of a ... loss rate": every series\' X at '
+        f"each loss within {ALMOST_CONSTANT[0]:g}-{ALMOST_CONSTANT[1]:g} × its X at the smallest loss.",
+        figure="§4.6.2 (Fig. 4.8's X)",
+        x="loss",
+        facet="rate",
+        protocols=(),
+        run=_x_constant("loss"),
+    ),
+    Check(
+        name="spice_x_jump_near_10mbit",
+        title="SPICE's X jumps near 10 Mbit/s",
+        claim="SPICE 0.10.1 switches behaviour at a fixed 10 Mbit/s bandwidth estimate, visible as a jump "
+        "in bytes near 10 Mbit/s: SPICE's X at the first rate ≥ 10 Mbit/s differs by more than "
+        f"{JUMP_SHARE:.0%} from its X at the last rate below (both within "
+        f"{fmt_value('rate', JUMP_RATES[0])}-{fmt_value('rate', JUMP_RATES[1])}). "
+        "The lab runs a newer SPICE.",
+        figure="Fig. 4.6 (b), (c)",
+        x="rate",
+        protocols=("spice",),
+        within=FIG46,
+        run=_spice_jump_near_10,
+    ),
+    Check(
+        name="image_transfer_better_lte",
+        title="Image transfer beats event transfer under LTE-like conditions",
+        claim="In LTE (around 10 Mbit/s, 50 ms, loss < 1 %) image transfer (VNC, SPICE) is better than "
+        "event transfer (X2Go): every VNC and SPICE series' T below X2Go's at "
+        f"{fmt_value('rate', LTE['rate'][0])}-{fmt_value('rate', LTE['rate'][1])}, "
+        "delay 40-60 ms, loss ≤ 1 %.",
+        figure="§4.7",
+        x=None,
+        protocols=("x2go",),
+        min_protocols=2,
+        within=LTE,
+        run=_image_transfer_lte,
     ),
 )
