@@ -82,6 +82,8 @@ SETS: dict[str, list[tuple[dict[str, Any], str, tuple]]] = {
         for t in TARGETS
     ],  # fmt: skip
     "batch-1mb": _batch("1mb", "64mb", ("ideal", "latency", "realistic")),
+    # The thesis' "+0.1 % loss" row (50 ms, no jitter): Fig. 4.7d's Swift-saturates case.
+    "batch-1mb-loss": _batch("1mb", "64mb", ("loss",)),
     "batch-4kb": _batch("4kb", "4mb", ("ideal", "latency", "realistic")),
     "batch-16mb": _batch("16mb", "128mb", ("ideal", "latency", "realistic")),
     "single": [
