@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workers"))
 
 from qoelab import jobs  # noqa: E402
+from qoelab.hostfacts import run_facts  # noqa: E402
 from qoelab.params import validate_params  # noqa: E402
 from qoelab.thinclient import experiments  # noqa: E402
 from qoelab.thinclient.trial import run_trial  # noqa: E402
@@ -53,6 +54,9 @@ SETS: dict[str, list[tuple[str, str, dict[str, Any]]]] = {
     "e8": [
         ("e8", b, {**HEAVY, "delay": f"{d}ms"}) for b in ("large", "small") for d in experiments.E8_DELAYS_MS
     ],
+    # How many pairs this host replays on schedule (run with --pairs 150 and --pairs 200, --reps 1):
+    # not the paper's load, so no findings read it.
+    "capacity": [("e1", "large", HEAVY)],
 }
 
 
@@ -78,6 +82,7 @@ def run_one(exp: str, buffer: str, extra: dict[str, Any], seed: int, pairs: int,
         "experiment": exp, "buffer": buffer, "extra": extra, "seed": seed, "pairs": pairs,
         "duration_s": duration,
         "summary": {k: s.get(k) for k in KEEP}, "tcp": out.link.get("tcp", {}).get("server"),
+        "host": run_facts(),
         "emulator": out.link.get("emulator", {}).get("down"), "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }  # fmt: skip
 

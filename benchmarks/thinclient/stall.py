@@ -13,6 +13,14 @@ silence of the connection inside an episode (RTO backoff shows there). The longe
 drawn as a time-sequence SVG (Fig. 9's axes).
 
     .venv/bin/python benchmarks/thinclient/stall.py benchmarks/thinclient/results/records/e2-small.rec
+
+``--run EXP:BUFFER[:heavy]`` runs that experiment's seed 1 (``paper_table.run_one``: 100 pairs, 60 s),
+analyses its records and appends the run's summary and the analysis to ``results/stall.jsonl``, the
+committed file docs/thinclient-tcp.md's stall table quotes (the records themselves are large and
+git-ignored):
+
+    sudo .venv/bin/python benchmarks/thinclient/stall.py --run e1:small:heavy --run e2:small:heavy \
+        --run e7:small:heavy --run e2:small
 """
 
 from __future__ import annotations
@@ -145,13 +153,36 @@ def analyse(rec: Path, svg_out: Path | None) -> dict[str, Any]:
     return out
 
 
+def run_and_analyse(spec: str, svg_dir: Path, out: Path) -> dict[str, Any]:
+    """Run ``EXP:BUFFER[:heavy]`` at seed 1, keep its records, analyse them, append one row to ``out``."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import paper_table  # the benchmark's own runner: same presets, pairs and duration as its tables
+
+    exp, buffer, *more = spec.split(":")
+    extra = paper_table.HEAVY if more == ["heavy"] else {}
+    tag = "-".join([exp, buffer, *(["heavy"] if extra else [])])
+    rec = paper_table.RESULTS / "records" / f"{tag}.rec"
+    row = paper_table.run_one(exp, buffer, extra, 1, 100, 60, rec)
+    row["stall"] = analyse(rec, svg_dir / f"thinclient-stall-{tag}.svg")
+    with out.open("a") as fh:
+        fh.write(json.dumps(row) + "\n")
+    return row
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("records", nargs="+", type=Path, help="router records saved by paper_table.py --records")
+    ap.add_argument("records", nargs="*", type=Path, help="router records saved by paper_table.py --records")
+    ap.add_argument("--run", action="append", default=[], metavar="EXP:BUFFER[:heavy]",
+                    help="run seed 1 of this experiment and analyse it (repeatable)")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results") / "stall.jsonl")
     ap.add_argument("--svg-dir", type=Path, default=ROOT / "docs" / "img", help="for the worst episode")
     args = ap.parse_args()
+    if not args.records and not args.run:
+        ap.error("name records, or --run EXP:BUFFER[:heavy]")
     for rec in args.records:
         print(json.dumps(analyse(rec, args.svg_dir / f"thinclient-stall-{rec.stem}.svg")))
+    for spec in args.run:
+        print(json.dumps(run_and_analyse(spec, args.svg_dir, args.out)["stall"]), flush=True)
     return 0
 
 
