@@ -4,6 +4,10 @@ active sessions, goodput over a few seconds after a warm-up.
 
     .venv/bin/python benchmarks/apt_bdl/run.py                      # nbd, N = 1 2 4 8, 5 s each
     .venv/bin/python benchmarks/apt_bdl/run.py --protocols nbd iscsi --sessions 8 --seconds 5
+    .venv/bin/python benchmarks/apt_bdl/run.py --out benchmarks/apt_bdl/results.jsonl   # the committed rows
+
+Each result is printed as a JSON line; ``--out`` also appends it, with the machine and code that
+measured it, to a file (docs/storage-apt.md quotes benchmarks/apt_bdl/results.jsonl).
 
 Run it on a quiet host: both sides and the helper share its cores.
 """
@@ -15,9 +19,11 @@ import json
 import os
 import secrets
 import time
+from pathlib import Path
 
 from qoelab.apt import targets
 from qoelab.apt.bdl import BlockDeviceLayer, goodput_bps
+from qoelab.hostfacts import run_facts
 
 
 def measure(protocol: str, sessions: int, seconds: float, warmup: float = 1.0) -> dict:
@@ -45,11 +51,18 @@ def main() -> int:
     parser.add_argument("--protocols", nargs="+", default=["nbd"], choices=["nbd", "iscsi"])
     parser.add_argument("--sessions", nargs="+", type=int, default=[1, 2, 4, 8])
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--out", type=Path, help="also append each result (with host facts) to this file")
     args = parser.parse_args()
     print(f"# {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}")
+    facts = run_facts()
     for protocol in args.protocols:
         for n in args.sessions:
-            print(json.dumps(measure(protocol, n, args.seconds)), flush=True)
+            row = measure(protocol, n, args.seconds)
+            print(json.dumps(row), flush=True)
+            if args.out is not None:
+                with args.out.open("a") as fh:
+                    fh.write(json.dumps({**row, "host": facts, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                                 time.gmtime())}) + "\n")  # fmt: skip
     return 0
 
 
