@@ -60,9 +60,9 @@ def main() -> int:
             row = measure(protocol, n, args.seconds)
             print(json.dumps(row), flush=True)
             if args.out is not None:
+                at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 with args.out.open("a") as fh:
-                    fh.write(json.dumps({**row, "host": facts, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                                                 time.gmtime())}) + "\n")  # fmt: skip
+                    fh.write(json.dumps({**row, "host": facts, "at": at}) + "\n")
     return 0
 
 
