@@ -13,6 +13,7 @@ a fixed overhead, the last two from this lab's past storage-APT trials.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections import defaultdict
@@ -362,3 +363,31 @@ def chapters() -> list[dict[str, Any]]:
         }
         for report, heading, chapter in presets.CHAPTERS
     ]
+
+
+def committed_verdicts() -> dict[str, Any]:
+    """The lab's verdicts on its committed result files (``qoelab report all --from-committed``),
+    computed once per set of file versions: the files change only with a new checkout."""
+    from qoelab.errors import QoelabError
+    from qoelab.findings import committed
+
+    paths = [committed.REPO / s.path for fam in committed.COMMITTED.values() for s in fam.sources]
+    try:
+        stamp = tuple((str(p), p.stat().st_mtime_ns) for p in paths)
+    except OSError:
+        return {"error": "the committed result files are not part of this installation", "families": {}}
+    try:
+        return _committed_verdicts(stamp)
+    except QoelabError as err:
+        return {"error": str(err), "families": {}}
+
+
+@functools.lru_cache(maxsize=2)
+def _committed_verdicts(stamp: tuple[tuple[str, int], ...]) -> dict[str, Any]:
+    from qoelab.findings import committed
+
+    report = committed.committed_report()
+    shares = committed.decisive_share(report)
+    for name, fam in report["families"].items():
+        fam["decided"], fam["total"] = shares[name]
+    return report

@@ -153,7 +153,11 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
 @require_GET
 @researcher_required
 def reproduce_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "dashboard/reproduce.html", {"chapters": reproduce.chapters()})
+    return render(
+        request,
+        "dashboard/reproduce.html",
+        {"chapters": reproduce.chapters(), "committed": reproduce.committed_verdicts()},
+    )
 
 
 @require_POST

@@ -193,3 +193,18 @@ def test_thesis_001_is_listed_and_its_realistic_sweep_starts_with_one_click(brow
     resolved = {(t.resolved["target"], t.resolved["rtt"], t.resolved["loss"], t.resolved["jitter"])
                 for t in sweep.trials.all()}  # fmt: skip
     assert resolved == {(target, 0.05, 0.1, 0.01) for target in ("nfs", "iscsi", "swift")}
+
+
+def test_the_page_shows_the_labs_verdicts_on_its_committed_results(browser):
+    from qoelab.findings import REPORTS
+    from qoelab.findings.committed import committed_report
+
+    page = browser.get("/reproduce/").content.decode()
+    section = page.split('id="committed-verdicts"', 1)[1]
+    report = committed_report()
+    for name, fam in report["families"].items():
+        assert f'data-family="{name}"' in section, name
+        block = section.split(f'data-family="{name}"', 1)[1].split("</section>", 1)[0]
+        assert block.count("<tr data-check=") == len(fam["checks"]) >= len(REPORTS[name])
+    ch4 = section.split('data-family="ch4"', 1)[1].split("</section>", 1)[0]
+    assert 'data-verdict="not run"' in ch4 and "none yet" in ch4
