@@ -113,14 +113,30 @@ def test_a_contrast_has_a_welch_satterthwaite_interval():
 # ---- 1: vose_matches_hardware ----------------------------------------------------------------------
 
 
-def test_vose_at_t0_within_3_and_5_percent_of_the_offload_flag_holds():
+def test_vose_within_3_and_5_percent_of_the_hardware_holds():
+    rows = app("aes_cbc", "hardware", 2.0, cpu_s=0.60, cpu_r=0.40)
+    rows += app("aes_cbc", "vose", 2.02, "measured", cpu_s=0.61, cpu_r=0.405)
+    rows += app("aes_cbc", "software", 1.0)  # the reference line: not part of this check
+    f = only(evaluate("ch3", rows), "vose_matches_hardware")
+    assert f.verdict == "holds", f.reason
+    assert "within ±3 %" in f.reason and "Gbit/s" in f.reason
+    err = {r.quantity: r for r in f.rows if r.condition == "vose vs hardware"}
+    assert err["relative error of throughput (%)"].mean == pytest.approx(1.0)
+    assert err["relative error of sender CPU (%)"].mean == pytest.approx(100 * 0.01 / 0.60)
+
+
+def test_the_kernel_paths_t0_comparison_is_an_a_a_test_never_decisive():
+    # Issue 32: at T = 0 vose runs the offload flag's own configuration; agreeing (or an order bias
+    # of 4 %) says nothing about the emulation.
     rows = kernel("hardware", 5.0, cpu_s=0.60, cpu_r=0.40) + kernel(
         "vose", 5.05, "inf", cpu_s=0.61, cpu_r=0.405
     )
     rows += kernel("software", 3.0)  # the reference line: not part of this check
     f = only(evaluate("ch3", rows), "vose_matches_hardware")
-    assert f.verdict == "holds", f.reason
-    assert "within ±3 %" in f.reason and "Gbit/s" in f.reason
+    assert f.verdict == "inconclusive", f.reason
+    assert f.reason.startswith("an A/A comparison, not a test of the emulation") and "within ±3 %" in f.reason
+    biased = kernel("hardware", 5.0) + kernel("vose", 5.2, "inf")
+    assert only(evaluate("ch3", biased), "vose_matches_hardware").verdict == "inconclusive"
     err = {r.quantity: r for r in f.rows if r.condition == "vose vs hardware"}
     assert err["relative error of throughput (%)"].mean == pytest.approx(1.0)
     assert err["relative error of sender CPU (%)"].mean == pytest.approx(100 * 0.01 / 0.60)
@@ -142,7 +158,7 @@ def test_vose_at_the_measured_speedup_15_percent_off_does_not_hold():
 
 
 def test_a_straddling_error_interval_is_inconclusive():
-    rows = kernel("hardware", 5.0, noise=0.2) + kernel("vose", 5.1, "measured", noise=0.2)
+    rows = app("aes_cbc", "hardware", 5.0, noise=0.2) + app("aes_cbc", "vose", 5.1, "measured", noise=0.2)
     f = only(evaluate("ch3", rows), "vose_matches_hardware")
     assert f.verdict == "inconclusive"
     assert "the 95 % CI straddles the bound (within ±3 %)" in f.reason
@@ -159,8 +175,12 @@ def test_without_vose_at_the_hardwares_speed_it_says_so_and_without_hardware_it_
 
 
 def test_each_cpu_quota_is_judged_on_its_own():
-    rows = kernel("hardware", 5.0, cpu_quota=1.0) + kernel("vose", 5.0, "inf", cpu_quota=1.0)
-    rows += kernel("hardware", 2.0, cpu_quota=0.5) + kernel("vose", 2.5, "inf", cpu_quota=0.5)
+    rows = app("aes_cbc", "hardware", 5.0, cpu_quota=1.0) + app(
+        "aes_cbc", "vose", 5.0, "measured", cpu_quota=1.0
+    )
+    rows += app("aes_cbc", "hardware", 2.0, cpu_quota=0.5) + app(
+        "aes_cbc", "vose", 2.5, "measured", cpu_quota=0.5
+    )
     found = {f.scope_label: f for f in named(evaluate("ch3", rows), "vose_matches_hardware")}
     assert found["cpu_quota = 1"].verdict == "holds"
     assert found["cpu_quota = 0.5"].verdict == "does not hold"
@@ -408,7 +428,7 @@ def test_the_whole_report_over_mixed_sweeps_renders_as_markdown():
     for name in [c.name for c in REPORTS["ch3"]][1:]:
         assert verdicts[(name, "")] == "holds", only(found, name).reason
     assert verdicts[("vose_matches_hardware", "device = aes_cbc, path = app")] == "holds"
-    assert verdicts[("vose_matches_hardware", "path = kernel_csum")] == "holds"
+    assert verdicts[("vose_matches_hardware", "path = kernel_csum")] == "inconclusive"  # A/A
     # IPsec devices that have no hardware run: said, not hidden.
     assert verdicts[("vose_matches_hardware", "device = sha1_only, path = app")] == "inconclusive"
     text = render_markdown(found, REPORT_TITLES["ch3"])

@@ -19,7 +19,7 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from scipy import stats
 
@@ -28,6 +28,7 @@ from qoelab.vose.trial import VoseRun, run_trial
 
 METRICS = ("throughput_bps", "cpu_sender", "cpu_receiver")
 BOUNDS_PCT = {"throughput": 3.0, "cpu_sender": 5.0, "cpu_receiver": 5.0}  # the thesis' upper bounds
+T = TypeVar("T")
 DEFAULT_REPS = 5  # pairs: at n = 5 the t factor is 2.8; fewer pairs give intervals wider than the bounds
 
 
@@ -69,9 +70,9 @@ def _mean(runs: list[dict[str, float]]) -> dict[str, Any]:
     return out
 
 
-def case_order(names: Sequence[str], rep: int) -> list[str]:
+def case_order(cases: Sequence[T], rep: int) -> list[T]:
     """ABBA: the cases in order on even repetitions, reversed on odd ones (drift hits both sides)."""
-    return list(names) if rep % 2 == 0 else list(reversed(names))
+    return list(cases) if rep % 2 == 0 else list(reversed(cases))
 
 
 def paired_error(vose: Sequence[dict[str, float]], ref: Sequence[dict[str, float]]) -> dict[str, Any]:
