@@ -23,7 +23,7 @@ from qoelab.findings.committed import (
 )
 
 VERDICTS = {"holds", "does not hold", "inconclusive", "not run"}
-KEYS = {"name", "claim", "figure", "scope", "n", "verdict", "reason", "condition"}
+KEYS = {"name", "claim", "figure", "paper_value", "lab_value", "scope", "n", "verdict", "reason", "condition"}
 
 
 def test_every_family_reports_from_the_committed_files_alone(capsys):
@@ -37,6 +37,12 @@ def test_every_family_reports_from_the_committed_files_alone(capsys):
         for c in fam["checks"]:
             assert set(c) == KEYS and c["verdict"] in VERDICTS and c["reason"], (name, c)
             assert c["condition"] in ("paper", "scaled", "substituted")
+            assert c["paper_value"], (name, c["name"])  # every check states the paper's number
+            # A decided check names the lab's deciding numbers; "not run" has none.
+            if c["verdict"] in ("holds", "does not hold"):
+                assert c["lab_value"], c
+            if c["verdict"] == "not run":
+                assert c["lab_value"] is None, c
     # ch4's runs live in a lab database until they are exported: nothing is judged, and it says why.
     assert {c["verdict"] for c in report["families"]["ch4"]["checks"]} == {"not run"}
     assert "qoelab sweep export" in report["families"]["ch4"]["checks"][0]["reason"]
@@ -88,7 +94,10 @@ def test_report_from_named_files_and_the_argument_rules(tmp_path, capsys):
     f = write(tmp_path / "apt.jsonl", apt_rows("vanilla", 100e-9) + apt_rows("apt", 150e-9))
     assert main(["report", "ch2", "--from", str(f)]) == 0
     out = capsys.readouterr().out
-    assert f"Files: `{f}`" in out and "| `session_cpu_overhead` | — | 6 | holds |" in out, out
+    assert f"Files: `{f}`" in out
+    assert "| `session_cpu_overhead` | CPU per bit over one session: NBD +20-30 %" in out
+    # The lab column shows the deciding comparison, not the "all N agree" summary.
+    assert "| — | 6 | holds | vanilla is lower" in out, out
     for argv, message in (
         (["report", "ch2", "3", "--from", str(f)], "exactly one"),
         (["report", "ch2"], "exactly one"),
@@ -104,3 +113,13 @@ def test_the_docs_verdict_table_is_what_the_committed_files_give():
     #   .venv/bin/qoelab report all --from-committed --write-doc docs/findings.md
     expected = render_all(committed_report()).strip("\n")
     assert doc_block(REPO / "docs" / "findings.md") == expected
+
+
+def test_the_lab_value_is_the_comparison_that_decided():
+    from qoelab.findings.base import Comparison, deciding
+
+    ok, bad, open_ = (Comparison("supports", "a 1"), Comparison("contradicts", "b 2"),
+                      Comparison("unclear", "c 3"))  # fmt: skip
+    assert deciding([ok, open_, bad]) == "b 2"  # one counter-example decides
+    assert deciding([ok, open_]) == "c 3" and deciding([ok]) == "a 1"
+    assert deciding([ok], missing=["no VNC trials"]) is None and deciding([]) is None

@@ -22,6 +22,14 @@ REPORTS: dict[str, tuple[Check, ...]] = {
     "tc002": tc002.CHECKS,
     "sb001": sb001.CHECKS,
 }
+# Per report, each check's paper value: the paper's own number or statement (findings tables).
+PAPER_VALUES: dict[str, dict[str, str]] = {
+    "ch2": ch2.PAPER_VALUES,
+    "ch3": ch3.PAPER_VALUES,
+    "ch4": ch4.PAPER_VALUES,
+    "tc002": tc002.PAPER_VALUES,
+    "sb001": sb001.PAPER_VALUES,
+}
 REPORT_TITLES: dict[str, str] = {
     "ch2": "Thesis chapter 2 (§2.6): BDL-APT, parallel IP-SAN sessions tuned by APT",
     "ch3": "Thesis chapter 3 (§3.5-3.6): VOSE, offload engines emulated in software",
@@ -47,6 +55,7 @@ __all__ = [
     "HOST_BOUND",
     "INCONCLUSIVE",
     "JOB_REPORTS",
+    "PAPER_VALUES",
     "REPORTS",
     "REPORT_TITLES",
     "Check",

@@ -116,6 +116,7 @@ class Finding:
     scope: dict[str, Any] = field(default_factory=dict)
     rows: tuple[Row, ...] = ()
     trials: int = 0  # the succeeded trials the check judged in this scope
+    lab: str | None = None  # the deciding comparison, with the lab's numbers (``deciding``)
 
     @property
     def scope_label(self) -> str:
@@ -207,6 +208,18 @@ def decide(comparisons: Sequence[Comparison], missing: Sequence[str] = ()) -> tu
     if len(comparisons) == 1:
         return HOLDS, comparisons[0].text
     return HOLDS, f"all {len(comparisons)} comparisons agree, e.g. {comparisons[0].text}"
+
+
+def deciding(comparisons: Sequence[Comparison], missing: Sequence[str] = ()) -> str | None:
+    """The text of the comparison that decided (``decide``'s order), with its numbers: the lab's
+    value in a findings table. None when a gap decided or nothing was compared."""
+    for outcome in ("contradicts", "unclear", "supports"):
+        if outcome != "contradicts" and missing:
+            return None
+        found = [c for c in comparisons if c.outcome == outcome]
+        if found:
+            return found[0].text
+    return None
 
 
 def _sentence(text: str, count: int, what: str) -> str:
@@ -493,6 +506,7 @@ class Check:
                 missing = [f"no succeeded trials{where_} yet"]
             comparisons, gaps = self.run(sc) if not missing else ([], [])
             verdict, reason = decide(comparisons, missing + gaps)
+            lab = deciding(comparisons, missing + gaps)
             out.append(
                 Finding(
                     self.name,
@@ -504,6 +518,7 @@ class Check:
                     scope_values,
                     sc.table(),
                     trials=len(scoped),
+                    lab=lab,
                 )
             )
         return out

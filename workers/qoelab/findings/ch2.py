@@ -224,3 +224,12 @@ CHECKS: tuple[Check, ...] = (
         series_by=KEEP,
     ),
 )
+
+# The paper's own number or statement per check (the findings table's "paper" column).
+PAPER_VALUES: dict[str, str] = {
+    "apt_converges": "6-17 steps over all experiments, mean 12.1 (NBD, 900 Mbit/s, 40 ms: N* = 33 in 12)",
+    "apt_near_best_fixed": "APT ≈ best fixed N (NBD, 20 ms: both ≈ 800 Mbit/s)",
+    "apt_fills_link": "828 of 900 Mbit/s (92 % of the link)",
+    "vanilla_falls_short": "one session below 20 of 900 Mbit/s at 100 ms",
+    "session_cpu_overhead": "CPU per bit over one session: NBD +20-30 %, iSCSI ≈ +100 %",
+}

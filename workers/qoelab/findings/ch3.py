@@ -556,3 +556,13 @@ CHECKS: tuple[Check, ...] = (
         among={"path": ("kernel_csum",), "mode": ("software", "hardware")},
     ),
 )
+
+# The thesis' own number or statement per check (the findings table's "paper" column).
+PAPER_VALUES: dict[str, str] = {
+    "vose_matches_hardware": "error below 1-3 % in throughput, 1-5 % in CPU (checksum, NIC offload)",
+    "checksum_gain_by_2x": "large gain at speedup 1.5-2, hardly any from 3 on (Fig. 3.11)",
+    "sha1_needed_for_top": "only SHA1-AES(-CBC) reach high throughput; the other devices stay < 1 Gbit/s",
+    "sha1_only_levels_off_near_10": "SHA1-only saturates at speedup ≈ 10",
+    "full_offload_keeps_rising": "SHA1-AES-CBC always rises with the speedup",
+    "receiver_gains_more": "receiver CPU -35-45 % with offload above 1 GHz; the sender gains less",
+}

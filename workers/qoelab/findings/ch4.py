@@ -465,3 +465,20 @@ CHECKS: tuple[Check, ...] = (
         run=_image_transfer_lte,
     ),
 )
+
+# The thesis' own number or statement per check (the findings table's "paper" column).
+PAPER_VALUES: dict[str, str] = {
+    "x2go_best_t_low_rate": "X2Go lowest T at a few Mbit/s or less (Fig. 4.6a)",
+    "spice_best_t_high_rate": "SPICE lowest T above 10 Mbit/s (Fig. 4.6a)",
+    "x2go_smallest_x_and_rate": "X2Go's X and X/T the smallest at every bandwidth (Fig. 4.6b, c)",
+    "t_proportional_to_x_low_rate": "T proportional to X below a few Mbit/s",
+    "x2go_t_grows_most_with_delay": "X2Go's T grows most with delay (Fig. 4.7)",
+    "x2go_better_short_delay_1mbit": "at 1 Mbit/s X2Go better up to 50 ms, SPICE beyond (Fig. 4.7a)",
+    "best_t_by_loss": "SPICE best below 3 % loss, X2Go above 5 % (Fig. 4.8)",
+    "spice_best_other_delay_cases": "SPICE best in every other case of Fig. 4.7",
+    "t_rises_with_delay": "T rises with delay for every protocol",
+    "x_constant_with_delay": "X almost constant with delay",
+    "x_constant_with_loss": "X almost constant with loss",
+    "spice_x_jump_near_10mbit": "SPICE 0.10.1 switches at a 10 Mbit/s estimate: a jump in X",
+    "image_transfer_better_lte": "image transfer better under LTE (≈ 10 Mbit/s, 50 ms, < 1 % loss)",
+}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qoelab.errors import QoelabError
-from qoelab.findings import HOST_BOUND, REPORT_TITLES, get_report
+from qoelab.findings import HOST_BOUND, PAPER_VALUES, REPORT_TITLES, get_report
 from qoelab.findings.base import Finding, normalise
 
 REPO = Path(__file__).resolve().parents[3]
@@ -139,11 +139,13 @@ def evaluate_files(family: str, sources: Sequence[Source], root: Path = REPO) ->
     return out
 
 
-def _check_json(f: Finding, family: Family) -> dict[str, Any]:
+def _check_json(name: str, f: Finding, family: Family) -> dict[str, Any]:
     return {
         "name": f.name,
         "claim": f.claim,
         "figure": f.figure,
+        "paper_value": PAPER_VALUES[name].get(f.name, ""),
+        "lab_value": f.lab,
         "scope": f.scope_label,
         "n": f.trials,
         "verdict": f.verdict,
@@ -157,7 +159,7 @@ def family_report(name: str, sources: Sequence[Source] | None = None, root: Path
     family = COMMITTED[name]
     sources = family.sources if sources is None else sources
     found = evaluate_files(name, sources, root) if sources else []
-    checks = [_check_json(f, family) for f in found]
+    checks = [_check_json(name, f, family) for f in found]
     judged = {f.name for f in found}
     why = (
         (family.not_run or "no committed file")
@@ -166,8 +168,9 @@ def family_report(name: str, sources: Sequence[Source] | None = None, root: Path
     )
     for check in get_report(name):
         if check.name not in judged:
-            checks.append({"name": check.name, "claim": check.claim, "figure": check.figure, "scope": "",
-                           "n": 0, "verdict": NOT_RUN, "reason": why,
+            checks.append({"name": check.name, "claim": check.claim, "figure": check.figure,
+                           "paper_value": PAPER_VALUES[name].get(check.name, ""), "lab_value": None,
+                           "scope": "", "n": 0, "verdict": NOT_RUN, "reason": why,
                            "condition": family.condition})  # fmt: skip
     excluded = {s.path: dict(s.not_for) for s in sources if s.not_for}
     only = {s.path: list(s.only_for) for s in sources if s.only_for}
@@ -214,10 +217,12 @@ def markdown(name: str, fam: Mapping[str, Any]) -> str:
     for path, checks in fam["only_for"].items():
         lines.append(f"`{path}` feeds only {', '.join(f'`{c}`' for c in checks)}.")
     lines += [f"Condition: {fam['condition']['kind']} ({fam['condition']['why']}).", "",
-              "| check | scope | n | verdict | reason |", "|---|---|---:|---|---|"]  # fmt: skip
+              "| check | the paper | scope | n | verdict | the lab (the deciding numbers, or why not) |",
+              "|---|---|---|---:|---|---|"]  # fmt: skip
     for c in fam["checks"]:
-        reason = c["reason"].replace("|", "\\|")
-        lines.append(f"| `{c['name']}` | {c['scope'] or '—'} | {c['n']} | {c['verdict']} | {reason} |")
+        lab = c["lab_value"] if c["lab_value"] and c["verdict"] != "inconclusive" else c["reason"]
+        cells = [f"`{c['name']}`", c["paper_value"], c["scope"] or "—", str(c["n"]), c["verdict"], lab]
+        lines.append("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

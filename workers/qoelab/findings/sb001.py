@@ -23,6 +23,13 @@ from typing import Any
 
 from qoelab.findings import sb001_util as u
 from qoelab.findings.base import Check, Comparison, Scope, Series, at_least, at_most, fmt_num, lower, mean_ci
+from qoelab.findings.sb001_macro import (
+    POSTMARK_FACTOR,
+    SWIFT_FLAT,
+    fileserver_order,
+    postmark_order,
+    varmail_order,
+)
 from qoelab.findings.sb001_util import (
     KIB,
     LABEL,
@@ -80,12 +87,6 @@ MANY_THREADS = 16
 # §5.8: with CFQ iSCSI's sync reads at 50 ms are "much slower" than with deadline (about 1/3 for
 # 16 MiB files); read as bfq below 0.8 x mq-deadline, a gap no run-to-run spread here explains.
 MUCH_SLOWER = 0.8
-# Table 6.1: iSCSI's PostMark time is ≥ 50× below NFS's and Swift's in every row; "≫" is checked
-# as 10× (the guest's CPU cost per transaction is added to every target).
-POSTMARK_FACTOR = 10.0
-# Table 6.3: Swift's fileserver IOPS stay within 98-104 (100 Mbit/s) and 87-111 (1 Gbit/s) over the
-# four rows: every impaired row within 0.7-1.3× the ideal row's.
-SWIFT_FLAT = (0.7, 1.3)
 KEEP = ("target", "family", "op", "form", "scheduler", "file_size", "threads", "rtt", "loss", "jitter",
         "meta_n", *u.REPS)  # fmt: skip
 Run = tuple[list[Comparison], list[str]]
@@ -344,80 +345,6 @@ def _deadline_vs_bfq(sc: Scope) -> Run:
     return comps, gaps
 
 
-# ---- 8: macrobenchmarks (Tables 6.1-6.3) ----------------------------------------------------------
-
-
-def _postmark_order(sc: Scope) -> Run:
-    comps, gaps = [], []
-    m, q = metric("postmark_s"), "completion time (s)"
-    for row, here in u.by_row(sc).items():
-        w = u.where_of(sc, f"the {row} row")
-        miss = u.missing(here, w, "PostMark")
-        gaps += miss
-        if miss:
-            continue
-        nfs = stat(sc, of(here, target="nfs"), row, "NFS", q, m)
-        swift = stat(sc, of(here, target="swift"), row, "Swift", q, m)
-        for label, rows in by_series(here, "iscsi").items():
-            i = stat(sc, rows, row, label, q, m)
-            k = f"{fmt_num(POSTMARK_FACTOR)} × {label}"
-            comps += [lower(times(i, POSTMARK_FACTOR), nfs, k, "NFS", f"{w} (s)"),
-                      lower(times(i, POSTMARK_FACTOR), swift, k, "Swift", f"{w} (s)")]  # fmt: skip
-        if row != "realistic":
-            comps.append(lower(nfs, swift, "NFS", "Swift", f"{w} (s)"))
-    return comps, gaps
-
-
-def _iops_order(sc: Scope, bench: str, flat: bool) -> Run:
-    comps, gaps = [], []
-    m, q = metric("iops"), "IOPS"
-    rows_by = u.by_row(sc)
-    for row, here in rows_by.items():
-        w = u.where_of(sc, f"the {row} row")
-        miss = u.missing(here, w, bench)
-        gaps += miss
-        if miss:
-            continue
-        nfs = stat(sc, of(here, target="nfs"), row, "NFS", q, m)
-        swift = stat(sc, of(here, target="swift"), row, "Swift", q, m)
-        for label, rows in by_series(here, "iscsi").items():
-            i = stat(sc, rows, row, label, q, m)
-            below = (nfs, "NFS") if row == "ideal" else (swift, "Swift")
-            comps.append(lower(below[0], i, below[1], label, w))
-        if row == "ideal":
-            comps.append(lower(swift, nfs, "Swift", "NFS", w))
-        else:
-            comps.append(lower(nfs, swift, "NFS", "Swift", w))
-    if flat:
-        ideal_swift = of(rows_by.get("ideal", []), target="swift")
-        impaired = [(row, of(here, target="swift")) for row, here in rows_by.items() if row != "ideal"]
-        if not ideal_swift and any(rows for _, rows in impaired):
-            gaps.append(
-                f"no ideal-network Swift {bench} trials to compare the other rows with at {u.where_of(sc)}"
-            )
-        elif ideal_swift:
-            base = mean_ci(metric("iops")(r) for r in ideal_swift)
-            lo, hi = times(base, SWIFT_FLAT[0]), times(base, SWIFT_FLAT[1])
-            for row, rows in impaired:
-                if rows:
-                    s = mean_ci(metric("iops")(r) for r in rows)
-                    w = f"{u.where_of(sc, f'the {row} row')} vs ideal"
-                    low, high = (
-                        f"{fmt_num(SWIFT_FLAT[0])} × Swift ideal",
-                        f"{fmt_num(SWIFT_FLAT[1])} × Swift ideal",
-                    )
-                    comps += [lower(lo, s, low, f"Swift {row}", w), lower(s, hi, f"Swift {row}", high, w)]
-    return comps, gaps
-
-
-def _varmail_order(sc: Scope) -> Run:
-    return _iops_order(sc, "varmail", flat=False)
-
-
-def _fileserver_order(sc: Scope) -> Run:
-    return _iops_order(sc, "fileserver", flat=True)
-
-
 # ---- the checks -----------------------------------------------------------------------------------
 
 
@@ -568,7 +495,7 @@ CHECKS: tuple[Check, ...] = (
         f"Checked as {POSTMARK_FACTOR:g} × iSCSI's time below NFS's and Swift's at every row, and NFS before "
         "Swift except at realistic (where 100 Mbit/s Swift wins, unexplained by the thesis).",
         "§6.1, Table 6.1",
-        _postmark_order,
+        postmark_order,
         u.all_of(u.family("postmark"), lambda p: net_row(p) is not None),
         "PostMark trials at " + MACRO_ROWS,
     ),
@@ -581,7 +508,7 @@ CHECKS: tuple[Check, ...] = (
         "291/348 > 99 > 37; 1 Gbit/s 633/647 > 104 > 41, 405/457 > 104 > 40, 196/205 > 102 > 38). "
         "Checked per row on non-overlapping CIs, every iSCSI scheduler.",
         "§6.2, Table 6.2",
-        _varmail_order,
+        varmail_order,
         u.all_of(u.family("varmail"), lambda p: net_row(p) is not None),
         "varmail trials at " + MACRO_ROWS,
     ),
@@ -595,8 +522,23 @@ CHECKS: tuple[Check, ...] = (
         f"per row, and every impaired row's Swift IOPS within {SWIFT_FLAT[0]:g}–{SWIFT_FLAT[1]:g} × the "
         "ideal row's.",
         "§6.2, Table 6.3",
-        _fileserver_order,
+        fileserver_order,
         u.all_of(u.family("fileserver"), lambda p: net_row(p) is not None),
         "fileserver trials at " + MACRO_ROWS,
     ),
 )
+
+# The thesis' own number or statement per check (the findings table's "paper" column).
+PAPER_VALUES: dict[str, str] = {
+    "nfs_metadata_two_rtt": "2 RTTs per metadata operation (≈ 100 ms at 50 ms)",
+    "swift_metadata_rtt_plus_30ms": "≈ 30 ms + RTT per operation (≈ 80 ms at 50 ms)",
+    "swift_metadata_ideal_slowest": "Swift an order of magnitude slower than NFS and iSCSI, ideal network",
+    "iscsi_metadata_rtt_insensitive": "iSCSI only slightly affected by RTT; NFS and Swift grow with it",
+    "iscsi_single_amplification": "A = (148 + s)/s read, (204 + s)/s write (≈ 38× and 52× at 4 KiB)",
+    "swift_saturates_lossy_wan": "Swift fills the link at 50 ms + 0.1 %; NFS and iSCSI < 4 MiB/s",
+    "iscsi_lan_swift_wan": "iSCSI fastest on the LAN (4 KiB); Swift above iSCSI on a lossy WAN",
+    "deadline_beats_bfq_50ms": "CFQ ≈ 1/3 of deadline for 16 MiB sync reads at 50 ms",
+    "postmark_order": "iSCSI ≥ 50× faster than NFS and Swift in every row (Table 6.1)",
+    "varmail_order": "iSCSI > NFS > Swift ideal; iSCSI > Swift > NFS impaired (Table 6.2)",
+    "fileserver_order": "iSCSI > NFS > Swift ideal; iSCSI > Swift > NFS impaired (Table 6.3)",
+}
