@@ -1,0 +1,51 @@
+"""The docs' generated blocks are what their scripts print from the committed files today (issue 32).
+
+A check, a threshold or a committed file that changes without the block being written again fails
+here; the message names the command that writes it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import pathlib
+import sys
+from types import ModuleType
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def load(name: str, path: pathlib.Path) -> ModuleType:
+    sys.path.insert(0, str(path.parent))  # the script's own sibling modules (vose: report.py)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = sys.modules.setdefault(name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
+def block(doc: pathlib.Path, begin: str, end: str) -> str:
+    return doc.read_text().split(begin, 1)[1].split(end, 1)[0].strip("\n")
+
+
+def test_the_storage_apt_blocks_are_what_their_results_give():
+    run = load("storage_apt_benchmark", REPO / "benchmarks" / "storage_apt" / "run.py")
+    doc = REPO / "docs" / "storage-apt.md"
+    for marker, results in (
+        ("storage-apt-bench", "results.jsonl"),
+        ("storage-apt-current", "results-epoll.jsonl"),
+    ):
+        path = REPO / "benchmarks" / "storage_apt" / results
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        expected = run.report(rows).strip("\n")
+        assert block(doc, f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->") == expected, (
+            f"docs/storage-apt.md's {marker} block is stale: .venv/bin/python benchmarks/storage_apt/run.py "
+            f"--report --out benchmarks/storage_apt/{results} --write-doc --marker {marker}"
+        )
+
+
+def test_the_vose_block_is_what_its_results_give():
+    report = load("report", REPO / "benchmarks" / "vose" / "report.py")
+    expected = report.render(REPO / "benchmarks" / "vose" / "results.jsonl").strip("\n")
+    assert block(REPO / "docs" / "vose.md", report.BEGIN, report.END) == expected, (
+        "docs/vose.md's block is stale: .venv/bin/python benchmarks/vose/run.py --report --write-doc"
+    )
