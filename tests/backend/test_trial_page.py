@@ -385,3 +385,18 @@ def test_points_follow_the_grid_even_when_the_sweep_runs_in_random_order(alice, 
         p = places[t.pk]
         assert (p.point, p.points, p.repetition, p.repetitions) == (expected, 6, t.repetition + 1, 3)
         assert trialpage.trial_place(t) == p
+
+
+def test_a_failed_trials_page_shows_why_it_failed(client_for, alice, units_job) -> None:
+    """Issue 33: the attempt log's entries carry ``reason`` and no ``error`` key, and the page's
+    ``a.reason|default:a.error`` made every failed trial a "Server Error (500)"."""
+    trial = _sweep(alice, {"rate": ["1mbit"]}).trials.get()
+    type(trial).objects.filter(pk=trial.pk).update(status="running", attempts=1, host_name="lab1")
+    trial.refresh_from_db()
+    trial.mark_failed("iperf3 exited 1: the server never listened")
+    resp = client_for(alice).get(f"/trials/{trial.pk}/")
+    assert resp.status_code == 200, resp.status_code
+    page = resp.content.decode()
+    assert "iperf3 exited 1: the server never listened" in page
+    log = page.split("Attempt log", 1)[1].split("</details>", 1)[0]
+    assert "attempt 1 on lab1, ended while running: iperf3 exited 1: the server never listened" in log, log
