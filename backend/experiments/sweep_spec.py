@@ -145,6 +145,11 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
             err(f"grid.{key}", "must be a list of values")
         elif not values:
             err(f"grid.{key}", "is empty: list at least one value")
+        elif len(values) > settings.QOELAB_MAX_TRIALS_PER_SWEEP:
+            # More values than a sweep may have trials: no point validating each (issue 33).
+            limit = settings.QOELAB_MAX_TRIALS_PER_SWEEP
+            err(f"grid.{key}", f"has {len(values)} values; a sweep has at most {limit} trials "
+                               "(QOELAB_MAX_TRIALS_PER_SWEEP)")  # fmt: skip
         else:
             for i, v in enumerate(values):
                 if not _is_scalar(v):
@@ -206,11 +211,13 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
             # Check the values that are well formed too, so that one answer lists every problem.
             names = set(jobtypes.param_names(job))
             ok_grid = {k: v for k, v in grid.items() if k in names and isinstance(v, list) and v
+                       and len(v) <= settings.QOELAB_MAX_TRIALS_PER_SWEEP
                        and all(_is_scalar(x) for x in v)}  # fmt: skip
             ok_fixed = {k: v for k, v in fixed.items() if k in names and _is_scalar(v) and k not in grid}
             left_out = (set(grid) | set(fixed)) - set(ok_grid) - set(ok_fixed)
+            known = {(e["field"], e["message"]) for e in errors}
             for e in _value_errors(job, ok_grid, ok_fixed):
-                if _top(e["field"]) not in left_out and e not in errors:
+                if _top(e["field"]) not in left_out and (e["field"], e["message"]) not in known:
                     errors.append(e)
         raise SpecError(errors)
     assert job is not None
@@ -256,9 +263,12 @@ def _value_errors(job: JobType, grid: dict[str, list[Any]], fixed: dict[str, Any
     keys = list(grid)
     base = {**fixed, **{k: grid[k][0] for k in keys}}
     errors: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()  # a set, not the list: 300,000 bad values stay linear (issue 33)
     probes: list[tuple[str | None, int, dict[str, Any]]] = [(None, 0, base)]
     probes += [(k, i, {**base, k: v}) for k in keys for i, v in enumerate(grid[k]) if i > 0]
     for swept, i, point in probes:
+        if len(errors) >= MAX_ERRORS:
+            break  # the answer names the first MAX_ERRORS problems; the rest are more of the same
         try:
             validate_params(model, point)
         except ParamsInvalid as exc:
@@ -266,9 +276,10 @@ def _value_errors(job: JobType, grid: dict[str, list[Any]], fixed: dict[str, Any
                 msg = e["message"]
                 if msg == "is required":
                     msg = f"is required by job type {job.name!r}: set it in fixed or grid"
-                found = {"field": _map_field(e["field"], swept, i, grid, fixed), "message": msg}
-                if found not in errors:
-                    errors.append(found)
+                field = _map_field(e["field"], swept, i, grid, fixed)
+                if (field, msg) not in seen:
+                    seen.add((field, msg))
+                    errors.append({"field": field, "message": msg})
     return errors
 
 

@@ -171,3 +171,24 @@ def test_it_reuses_an_experiment_by_id_and_checks_its_job_type(alice, bob, api_c
     assert resp.status_code == 400 and resp.json()["errors"][0]["field"] == "job_type"
     resp = post(api_client_for(bob), {"experiment": exp_id, "grid": {"rate": ["2mbit"]}})
     assert resp.status_code == 400 and resp.json()["errors"][0]["field"] == "experiment"
+
+
+def test_thousands_of_invalid_values_cost_a_bounded_number_of_validations(alice, api_client_for, monkeypatch):
+    """Issue 33: 20,000 invalid values took 7.6 s (errors de-duplicated by list membership) and
+    300,000 held a web worker until it was killed. Counted, not timed: the validations stop once
+    the answer has its MAX_ERRORS problems."""
+    from experiments import sweep_spec
+
+    calls = []
+    real = sweep_spec.validate_params
+    monkeypatch.setattr(sweep_spec, "validate_params", lambda *a, **k: calls.append(1) or real(*a, **k))
+    bad = [f"-{i}mbit" for i in range(9_000)]  # within the trial limit: every value is looked at
+    resp = post(api_client_for(alice), spec(grid={"rate": bad}, repetitions=1))
+    assert_rejected(resp, "grid.rate[1]", "must not be negative")
+    assert len(resp.json()["errors"]) == sweep_spec.MAX_ERRORS
+    assert len(calls) <= sweep_spec.MAX_ERRORS + 1, len(calls)
+    # More values than a sweep may have trials: named at once, none validated one by one.
+    calls.clear()
+    resp = post(api_client_for(alice), spec(grid={"rate": bad * 30}, repetitions=1))
+    assert_rejected(resp, "grid.rate", "has 270000 values", "at most 10000 trials")
+    assert calls == []
