@@ -187,8 +187,9 @@ def test_thousands_of_invalid_values_cost_a_bounded_number_of_validations(alice,
     assert_rejected(resp, "grid.rate[1]", "must not be negative")
     assert len(resp.json()["errors"]) == sweep_spec.MAX_ERRORS
     assert len(calls) <= sweep_spec.MAX_ERRORS + 1, len(calls)
-    # More values than a sweep may have trials: named at once, none validated one by one.
+    # More values than a sweep may have trials: named at once, none validated one by one (the one
+    # validation left checks the fixed values).
     calls.clear()
     resp = post(api_client_for(alice), spec(grid={"rate": bad * 30}, repetitions=1))
     assert_rejected(resp, "grid.rate", "has 270000 values", "at most 10000 trials")
-    assert calls == []
+    assert len(calls) <= 1
