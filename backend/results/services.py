@@ -154,17 +154,39 @@ def store_artifact(trial: Trial, upload: Any, kind: str, sha256: str) -> Artifac
     except kinds.ContentMismatch as exc:
         raise ArtifactRejected(exc.field, exc.message) from None
     upload.seek(0)
-    name = Path(upload.name or "artifact").name[:200] or "artifact"
+    name = _keep_suffix(Path(upload.name or "artifact").name, 200) or "artifact"
     artifact = Artifact(
         trial=trial, attempt=max(trial.attempts, 1), kind=kind, name=name, size=upload.size, sha256=actual
     )
-    artifact.file.save(name, File(upload), save=False)
+    artifact.file.save(stored_name(name), File(upload), save=False)
     try:
         artifact.save()
     except Exception:
         artifact.file.delete(save=False)
         raise
     return artifact
+
+
+def _keep_suffix(name: str, limit: int) -> str:
+    """``name`` cut to ``limit`` characters, its extension kept (a reader still sees ``.pcap``)."""
+    if len(name) <= limit:
+        return name
+    suffix = Path(name).suffix if len(Path(name).suffix) <= 16 else ""
+    return name[: limit - len(suffix)] + suffix
+
+
+def stored_name(name: str, limit: int = 200) -> str:
+    """``name`` cut to ``limit`` UTF-8 bytes for the file system (255 bytes a name, with room for the
+    storage's de-duplicating suffix), its extension kept: 200 non-ASCII characters were 400+ bytes
+    and the upload a 500 (issue 33). The artifact keeps the name as uploaded for display."""
+    if len(name.encode()) <= limit:
+        return name
+    path = Path(name)
+    suffix = path.suffix if len(path.suffix.encode()) <= 16 else ""
+    stem = name[: len(name) - len(suffix)] if suffix else name
+    room = limit - len(suffix.encode())
+    cut = stem.encode()[:room].decode(errors="ignore")  # never half a character
+    return (cut or "artifact") + suffix
 
 
 def _t_interval(values: list[float]) -> tuple[float, float | None, float | None, float | None]:

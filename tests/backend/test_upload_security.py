@@ -156,6 +156,18 @@ def test_every_kind_the_workers_upload_is_accepted(
     assert Artifact.objects.get(pk=resp.json()["id"]).kind == kind
 
 
+def test_a_long_non_ascii_name_is_stored_cut_to_the_file_systems_limit(running: Any) -> None:
+    """Issue 33: 200 non-ASCII characters are 400 UTF-8 bytes, past a file name's 255: a 500."""
+    trial, h1, _ = running
+    name = "é" * 199 + ".json"  # 203 characters, 403 bytes
+    resp = upload(h1, trial, b'{"a": 1}\n', "json", name, query_kind="json")
+    assert resp.status_code == 201, resp.content
+    art = Artifact.objects.get(pk=resp.json()["id"])
+    stored = Path(art.file.name).name
+    assert len(stored.encode()) <= 255 and stored.endswith(".json") and stored.startswith("é")
+    assert art.name == "é" * 195 + ".json" and art.file.read() == b'{"a": 1}\n'
+
+
 def test_the_kind_in_the_url_must_be_the_kind_in_the_form(running: Any) -> None:
     trial, h1, _ = running
     resp = upload(h1, trial, PCAP, "pcap", "capture.pcap", query_kind="video")
