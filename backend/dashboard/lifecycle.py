@@ -91,7 +91,9 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
             n_trials=Count("trials"),
             n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
             n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
-        )[:RECENT_SWEEPS]
+            n_cancelled=Count("trials", filter=Q(trials__status=TrialStatus.CANCELLED)),
+        )
+        .order_by("-created_at", "-pk")[:RECENT_SWEEPS]  # the newest first (it listed the oldest)
     )
     ctx = {
         "experiments": page.object_list,

@@ -515,3 +515,20 @@ def test_the_custom_chart_offers_a_numeric_parameter_as_x_first(client_for, alic
     assert x_select.index('value="rate"') < x_select.index('value="kind"')
     series = page[page.index('name="series"') :]
     assert '<option value="kind" selected>' in series[: series.index("</select>")]
+
+
+def test_recent_sweeps_are_the_newest_first_with_cancelled_trials_counted_as_such(
+    demo_job, alice, client_for
+):
+    """Issue 33: the home page listed the 10 oldest sweeps, oldest first, and called a sweep whose
+    trials were cancelled "finished"."""
+    sweeps = [_sweep(alice, {"rate": ["1mbit", "2mbit", "3mbit"]}) for _ in range(12)]
+    newest = sweeps[-1]
+    newest.trials.filter(index__gte=1).update(status="cancelled")
+    newest.trials.filter(index=0).update(status="succeeded")
+    page = client_for(alice).get("/").content.decode()
+    table = page.split('aria-label="Recent sweeps"', 1)[1].split("</table>", 1)[0]
+    shown = [int(chunk.split("/", 1)[0]) for chunk in table.split('href="/sweeps/')[1:]]
+    assert shown == [s.pk for s in reversed(sweeps)][:10]
+    first_row = table.split("<tbody>", 1)[1].split("</tr>", 1)[0]
+    assert "3 / 3 ended" in first_row and "2 cancelled" in first_row and "finished" not in first_row
