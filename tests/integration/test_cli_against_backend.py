@@ -62,3 +62,18 @@ def test_hosts_lists_registered_hosts(run: Any, make_host: Any) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith("lab7")
     assert "alive" in out.stdout and "can: link, netns" in out.stdout and "running 0/2" in out.stdout
+
+
+def test_names_with_terminal_escapes_are_printed_escaped(run: Any, alice: Any) -> None:
+    """Issue 33: a sweep named with escape sequences cleared the researcher's terminal."""
+    from experiments.services import create_sweep
+
+    sweep = create_sweep(
+        {"experiment": {"name": "cli"}, "job_type": "link_check", "name": "ok\x1b[2J\x1b]0;owned\x07",
+         "grid": {"rate": ["1mbit"]}},
+        alice,
+    )  # fmt: skip
+    out = run("sweep", "status", str(sweep.pk))
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    assert f"sweep {sweep.pk} ok\\x1b[2J\\x1b]0;owned\\x07" in out.stdout

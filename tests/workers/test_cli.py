@@ -219,3 +219,10 @@ def test_capabilities_json_reports_flags_reasons_and_versions() -> None:
     assert facts["versions"]["python"] == f"{sys.version_info.major}.{sys.version_info.minor}." + str(
         sys.version_info.micro
     )
+
+
+def test_printable_escapes_control_and_format_characters_and_keeps_text():
+    from qoelab.cli import printable
+
+    assert printable("lab 7 · é 日本") == "lab 7 · é 日本"
+    assert printable("a\x1b[2Jb\tc\u202ed\x9b") == "a\\x1b[2Jb\\tc\\u202ed\\x9b"

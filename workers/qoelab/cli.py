@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -390,12 +391,12 @@ def cmd_sweep_status(args: argparse.Namespace) -> int:
             return 0
         c = sweeps.progress(sweep)
         blocked = (sweep.get("progress") or {}).get("blocked")
-        print(f"sweep {sweep['id']} {sweep.get('name', '')!s}".rstrip())
+        print(f"sweep {sweep['id']} {printable(str(sweep.get('name', '')))}".rstrip())
         print(f"  {c['done']}/{c['total']} done: {c['succeeded']} succeeded, {c['failed']} failed, "
               f"{c['cancelled']} cancelled; {c['running']} running, {c['queued']} queued, "
               f"{c['pending']} pending")  # fmt: skip
         if blocked:
-            print(f"  waiting: {blocked}")
+            print(f"  waiting: {printable(blocked)}")
         print(f"  {sweeps.sweep_web_url(api, sweep)}")
     return 0
 
@@ -437,7 +438,7 @@ def cmd_hosts(args: argparse.Namespace) -> int:
     for h in hosts:
         alive = "alive" if h.get("alive") else ("disabled" if not h.get("enabled", True) else "down")
         caps = sorted(k for k, v in (h.get("capabilities") or {}).items() if v is True)
-        print(f"{h['name']:<20} {alive:<6} last heartbeat {h.get('last_heartbeat') or 'never'}")
+        print(f"{printable(h['name']):<20} {alive:<6} last heartbeat {h.get('last_heartbeat') or 'never'}")
         print(f"{'':<20} running {len(h.get('running_trials') or [])}/{h.get('concurrency', '?')}; "
               f"can: {', '.join(caps) or 'nothing yet'}")  # fmt: skip
     return 0
@@ -458,6 +459,17 @@ def cmd_capabilities(args: argparse.Namespace) -> int:
     for tool, version in sorted(facts["versions"].items()):
         print(f"  {tool}: {version}")
     return 0
+
+
+def printable(text: str) -> str:
+    """``text`` with control and format characters shown as escapes: a name that a researcher or a
+    host chose cannot move the cursor, clear the screen or retitle the terminal (issue 33)."""
+    return "".join(
+        c
+        if c == " " or unicodedata.category(c)[0] not in ("C", "Z") or c == "\u00a0"
+        else c.encode("unicode_escape").decode()
+        for c in text
+    )
 
 
 def _report_names() -> list[str]:
@@ -545,7 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except QoelabError as err:
-        print(f"qoelab: error: {err}", file=sys.stderr)
+        print(f"qoelab: error: {printable(str(err))}", file=sys.stderr)
         return EXIT_USAGE
     except httpx.HTTPError as err:
         print(f"qoelab: error: talking to the backend failed: {err}", file=sys.stderr)
