@@ -193,3 +193,13 @@ def test_thousands_of_invalid_values_cost_a_bounded_number_of_validations(alice,
     resp = post(api_client_for(alice), spec(grid={"rate": bad * 30}, repetitions=1))
     assert_rejected(resp, "grid.rate", "has 270000 values", "at most 10000 trials")
     assert len(calls) <= 1
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [("-1", ("must not be negative",)), ("99999999999999999999pkt", ("between 1 and 1000000 packets",))],
+)
+def test_a_queue_limit_the_worker_would_refuse_is_refused_at_submit(alice, api_client_for, value, words):
+    """Issue 33: these answered 201 and the trials then failed on the worker with its own bound."""
+    body = spec(job_type="link_check", grid={"rate": ["1mbit"]}, fixed={"limit": value}, repetitions=1)
+    assert_rejected(post(api_client_for(alice), body), "fixed.limit", *words)

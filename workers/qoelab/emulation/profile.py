@@ -417,6 +417,21 @@ class LinkParams(BaseModel):
         default=None, description="minimum retransmission timeout (route option); empty = the kernel's 200ms"
     )
 
+    @field_validator("limit", "gemodel")
+    @classmethod
+    def _parses_within_bounds(cls, value: object, info: Any) -> object:
+        """The queue limit and the loss model are checked at submit, with the worker's own parsers
+        and bounds: ``-1`` or ``99999999999999999999pkt`` were accepted and failed on the worker."""
+        if value in (None, ""):
+            return value
+        name = info.field_name
+        try:
+            fields = parse_limit(value, name) if name == "limit" else {"gemodel": parse_gemodel(value, name)}
+            Direction(**fields).validate("")
+        except ParameterError as err:
+            raise ValueError(err.message) from None
+        return value
+
     @field_validator("tcp_cc")
     @classmethod
     def _cc_is_a_name(cls, value: str) -> str:
