@@ -7,7 +7,9 @@ One rule for every body the API parses (JSON, form, multipart) and every query s
   100,000 ``[`` cannot exhaust the parser's recursion;
 - no text (value or key) may hold a NUL character or a lone UTF-16 surrogate: PostgreSQL refuses
   NUL in ``text`` and ``jsonb`` and a surrogate cannot be encoded as UTF-8;
-- numbers must be finite (``1e400`` parses as infinity) and integers fit in 64 bits.
+- numbers must be finite (``1e400`` parses as infinity) and integers fit in 64 bits;
+- a JSON body is at most ``max_json_bytes`` of its view (1 MiB by default; the worker protocol's
+  views allow ``DATA_UPLOAD_MAX_MEMORY_SIZE``): 413 otherwise, before it is read when it says so.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import re
 from typing import Any
 
 from django.http import QueryDict
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 
 MAX_DEPTH = 64
@@ -102,9 +104,31 @@ def refuse(problems: list[dict[str, str]]) -> None:
         raise ValidationError({p["field"]: [p["message"]] for p in problems})
 
 
+# A researcher's JSON (a sweep spec, a campaign) fits in far less; the workers' result reports
+# (samples of a long trial) may be larger, and their views raise it (``max_json_bytes``).
+DEFAULT_JSON_BYTES = 1024**2
+
+
+class PayloadTooLarge(APIException):
+    status_code = 413
+    default_code = "payload_too_large"
+
+
+def json_limit(parser_context: Any) -> int:
+    view = (parser_context or {}).get("view")
+    return int(getattr(view, "max_json_bytes", DEFAULT_JSON_BYTES))
+
+
 class SafeJSONParser(JSONParser):
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        raw = stream.read()
+        limit = json_limit(parser_context)
+        request = (parser_context or {}).get("request")
+        declared = int(request.META.get("CONTENT_LENGTH") or 0) if request is not None else 0
+        if declared > limit:  # refused before a byte of it is read
+            raise PayloadTooLarge(f"the JSON body is {declared} bytes; this endpoint takes at most {limit}")
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"the JSON body is over {limit} bytes; this endpoint takes at most {limit}")
         if json_depth_exceeds(raw):
             raise ParseError(f"JSON parse error - nested deeper than {MAX_DEPTH} levels")
         try:

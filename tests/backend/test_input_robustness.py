@@ -197,3 +197,23 @@ def test_every_api_404_is_json(researcher, url):
     resp = researcher.get(url)
     assert resp.status_code == 404
     assert resp["Content-Type"].startswith("application/json") and resp.json()["detail"]
+
+
+def test_a_researchers_json_body_over_a_mebibyte_is_refused_and_nothing_stored(researcher):
+    """Issue 33: JSON bodies up to 64 MiB were accepted; a 50 MB sweep description was stored."""
+    body = {"experiment": {"name": "big", "description": "x" * (2 * 1024**2)}, "job_type": "t_link",
+            "grid": {"rate": ["1mbit"]}}  # fmt: skip
+    resp = researcher.post("/api/sweeps/", body, format="json")
+    assert resp.status_code == 413, resp.content
+    assert "at most 1048576" in resp.json()["detail"]
+    assert not Experiment.objects.exists() and not Sweep.objects.exists()
+
+
+def test_a_workers_report_may_be_larger_than_a_researchers_json(running):
+    """The worker protocol keeps its own limit: a long trial's samples pass 1 MiB."""
+    trial, lab = running
+    samples = [{"kind": "update", "index": i, "values": {"T_ms": 1.0, "pad": "x" * 200}} for i in range(8000)]
+    body = {"status": "succeeded", "result": {"samples": samples}}
+    assert len(json.dumps(body)) > 1024**2
+    resp = lab.client.post(f"/api/hosts/trials/{trial.pk}/finish/", body, format="json")
+    assert resp.status_code != 413, resp.content

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -49,6 +50,8 @@ WORKER_TAG = ["worker protocol"]
 class WorkerAPIView(APIView):
     authentication_classes = [HostTokenAuthentication]
     permission_classes = [IsWorkerHost]
+    # A trial's report carries its samples: larger than a researcher's JSON (qoelab_web.parsers).
+    max_json_bytes = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
     @property
     def host(self) -> WorkerHost:
