@@ -201,6 +201,8 @@ CACHES = {
 # Failed passwords allowed per username and per client address ("<count>/<n><s|min|hour>"), on the
 # login form, the admin's and POST /api/auth/token/; past them: 429 with Retry-After.
 QOELAB_LOGIN_FAILURES_PER_USER = env_str("QOELAB_LOGIN_FAILURES_PER_USER", "10/15min")
+# Password-reset requests per client address (each may send a mail).
+QOELAB_PASSWORD_RESETS_PER_ADDRESS = env_str("QOELAB_PASSWORD_RESETS_PER_ADDRESS", "5/hour")
 QOELAB_LOGIN_FAILURES_PER_ADDRESS = env_str("QOELAB_LOGIN_FAILURES_PER_ADDRESS", "30/15min")
 AUTHENTICATION_BACKENDS = ["qoelab_web.throttles.ThrottledModelBackend"]
 

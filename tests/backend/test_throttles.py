@@ -125,3 +125,33 @@ def test_a_malformed_login_rate_is_a_configuration_error():
     for bad in ("ten/min", "10/15fortnights", "10/0min", "10"):
         with pytest.raises(ImproperlyConfigured):
             parse_rate(bad)
+
+
+def test_a_password_reset_link_comes_from_the_base_url_not_the_host_header(settings, client, alice):
+    """Issue 33: a reset mail rendered for ``Host: evil.example`` linked there (the demo accepts any
+    host name)."""
+    from django.core import mail
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.ALLOWED_HOSTS = ["*"]
+    settings.QOELAB_BASE_URL = "https://lab.example.org"
+    alice.email = "alice@lab.example.org"
+    alice.save()
+    resp = client.post("/accounts/password_reset/", {"email": alice.email}, HTTP_HOST="evil.example")
+    assert resp.status_code == 302, resp.content
+    (sent,) = mail.outbox
+    assert "https://lab.example.org/accounts/reset/" in sent.body and "evil.example" not in sent.body
+
+
+def test_password_reset_requests_are_throttled_per_address(settings, client):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.QOELAB_BASE_URL = "https://lab.example.org"
+    settings.QOELAB_PASSWORD_RESETS_PER_ADDRESS = "3/hour"
+    answers = [
+        client.post("/accounts/password_reset/", {"email": "x@example.org"}).status_code for _ in range(4)
+    ]
+    assert answers == [302, 302, 302, 429]
+    assert int(client.post("/accounts/password_reset/", {"email": "x@example.org"})["Retry-After"]) > 0
