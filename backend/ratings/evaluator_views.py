@@ -50,9 +50,12 @@ def _page(request: HttpRequest, template: str, ctx: dict[str, Any], status: int 
     return _no_referrer(render(request, f"ratings/{template}", ctx, status=status))
 
 
-def _evaluator(request: HttpRequest, token: str) -> Evaluator | None:
+def _evaluator(request: HttpRequest, token: str, bind: bool = False) -> Evaluator | None:
+    """The link's evaluator. ``bind``: remember it in this browser's session (``/rate/`` without a
+    token then says a link was opened here): only when the evaluator acts (a POST), so a crawler's
+    or a preview's cookie-less GETs create no session rows (200 requests made 400, issue 33)."""
     ev = invitations.evaluator_for_token(token)
-    if ev is not None and request.session.get(SESSION_KEY) != ev.pk:
+    if bind and ev is not None and request.session.get(SESSION_KEY) != ev.pk:
         request.session[SESSION_KEY] = ev.pk
     return ev
 
@@ -67,7 +70,7 @@ def resume(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @never_cache
 def rate(request: HttpRequest, token: str) -> HttpResponse:
-    ev = _evaluator(request, token)
+    ev = _evaluator(request, token, bind=request.method == "POST")
     if ev is None:
         return _page(request, "invalid.html", {"bound": False}, status=404)
     flow.open_link(ev)

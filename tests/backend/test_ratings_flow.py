@@ -844,3 +844,24 @@ def test_a_rating_posted_while_the_database_is_down_is_kept_and_lands_once_when_
     assert Rating.objects.filter(evaluator=ev, condition_id=cond).count() == len(campaign.aspect_keys)
     ev.refresh_from_db()
     assert ev.position == 1
+
+
+def test_cookie_less_gets_of_an_evaluator_link_create_no_session_rows(campaign: Any, invited: Any) -> None:
+    """Issue 33: every cookie-less GET of an evaluator link or its video created a session row
+    (200 requests, 400 rows). A session is kept once the evaluator acts on the page (a POST)."""
+    from django.contrib.sessions.models import Session
+    from django.test import Client
+
+    ((ev, token),) = invited(1)
+    before = Session.objects.count()
+    for _ in range(5):
+        assert Client().get(f"/rate/{token}/").status_code == 200
+    assert Session.objects.count() == before
+    browser = Client()
+    browser.post(f"/rate/{token}/", {"action": "consent", "agree": "yes"})
+    assert Session.objects.count() == before + 1
+    ev.refresh_from_db()  # consent fixed the task order
+    for _ in range(3):
+        Client().get(f"/rate/{token}/media/{ev.order[0]}/reference/")
+    assert Session.objects.count() == before + 1
+    assert "link" in browser.get("/rate/").content.decode().lower()
