@@ -12,6 +12,9 @@ class ApiToken(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     token_hash = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
+    pinned = models.BooleanField(
+        default=False, help_text="provisioned with a fixed value (e.g. make demo's): never evicted by logins"
+    )
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -15,12 +15,21 @@ MAX_TOKENS_PER_USER = 20
 
 
 def issue_token(user: Any, token: str | None = None) -> str:
-    """A new API token for ``user`` (or ``token`` itself, e.g. a demo's fixed one); returns it raw."""
+    """A new API token for ``user`` (or ``token`` itself, e.g. a demo's fixed one); returns it raw.
+
+    The newest MAX_TOKENS_PER_USER issued by logins are kept; a provisioned one (``token`` given) is
+    pinned and never evicted: the 21st login used to delete make demo's own ``.state/api_token``.
+    """
     raw = token or new_token()
     with transaction.atomic():
-        ApiToken.objects.get_or_create(token_hash=hash_token(raw), defaults={"user": user})
-        keep = ApiToken.objects.filter(user=user).values_list("pk", flat=True)[:MAX_TOKENS_PER_USER]
-        ApiToken.objects.filter(user=user).exclude(pk__in=list(keep)).delete()
+        row, _ = ApiToken.objects.get_or_create(
+            token_hash=hash_token(raw), defaults={"user": user, "pinned": token is not None}
+        )
+        if token is not None and not row.pinned:
+            ApiToken.objects.filter(pk=row.pk).update(pinned=True)
+        issued = ApiToken.objects.filter(user=user, pinned=False)
+        keep = issued.values_list("pk", flat=True)[:MAX_TOKENS_PER_USER]
+        issued.exclude(pk__in=list(keep)).delete()
     return raw
 
 

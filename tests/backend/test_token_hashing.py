@@ -141,3 +141,14 @@ def test_the_migration_hashes_drf_plain_tokens_in_place_so_their_clients_keep_wo
     c = APIClient()
     c.credentials(HTTP_AUTHORIZATION=f"Token {plain}")
     assert c.get("/api/experiments/").status_code == 200
+
+
+def test_a_provisioned_token_survives_any_number_of_logins(alice) -> None:
+    """Issue 33: the 21st token login evicted make demo's own .state/api_token."""
+    from accounts.services import MAX_TOKENS_PER_USER, issue_token, user_for_token
+
+    demo = issue_token(alice, "demo-token-kept-in-state-0123456789")
+    for _ in range(MAX_TOKENS_PER_USER + 5):
+        issue_token(alice)
+    assert user_for_token(demo) == alice
+    assert alice.api_tokens.filter(pinned=False).count() == MAX_TOKENS_PER_USER
