@@ -257,7 +257,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
     if not source.isdigit():
         return HttpResponseBadRequest(f"from: must be a sweep id, got {source!r}", content_type="text/plain")
     sweep = get_object_or_404(sweeps_for(request.user), pk=int(source))
-    jobs = jobtypes.registry()
+    jobs = jobtypes.offered()
     job = jobs.get(sweep.job_type)
     if job is None:
         messages.error(

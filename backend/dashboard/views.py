@@ -108,7 +108,7 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 @researcher_required
 def sweep_new(request: HttpRequest) -> HttpResponse:
-    jobs = jobtypes.registry()
+    jobs = jobtypes.offered()
     if not jobs:
         return render(request, "dashboard/sweep_new.html", {"jobs": {}, "form": None}, status=503)
     initial: dict[str, Any] = {}

@@ -21,6 +21,11 @@ def registry() -> dict[str, JobType]:
     return jobs.REGISTRY
 
 
+def offered() -> dict[str, JobType]:
+    """The job types a researcher may pick in the New-sweep form (not the lab's internal ones)."""
+    return {name: job for name, job in registry().items() if not job.internal}
+
+
 def get_job(name: str) -> JobType | None:
     return registry().get(name)
 

@@ -220,3 +220,14 @@ def test_the_empty_grid_message_is_the_same_from_the_form_and_from_the_api(
     del body["grid"]
     api = api_client_for(alice).post("/api/sweeps/", body, format="json")
     assert [e["message"] for e in api.json()["errors"] if e["field"] == "grid"] == [message]
+
+
+def test_the_form_does_not_offer_the_labs_internal_job_types(alice, client_for):
+    """Issue 33: live_session (one per live rating slot, made by the ratings app) was offered."""
+    from experiments import jobtypes
+
+    assert "live_session" in jobtypes.registry() and "live_session" not in jobtypes.offered()
+    page = client_for(alice).get("/sweeps/new/").content.decode()
+    assert 'value="rd_qoe"' in page and 'value="live_session"' not in page
+    resp = client_for(alice).get("/sweeps/new/?job_type=live_session")
+    assert resp.status_code == 400 and "unknown job type 'live_session'" in resp.content.decode()

@@ -156,6 +156,8 @@ class JobType:
     max_attempts: int = 2
     # Its trials record sessions (videos) that a rating campaign can show evaluators.
     stimuli: bool = False
+    # Made by the lab itself (live_session: one per live rating slot), not offered in the New-sweep form.
+    internal: bool = False
     # Capabilities one trial needs, from its parameters (e.g. only its protocol's tools); at least
     # ``requires``. Without it every trial needs exactly ``requires``.
     requires_for: Callable[[Any], frozenset[str]] | None = None

@@ -164,6 +164,7 @@ JOB = register(
             "live slot."
         ),
         params=LiveSessionParams,
+        internal=True,
         requires=frozenset({"netns", "link", "rd.desktop"}),
         # The session's server, and for X2Go its native client (the others' client is the browser).
         requires_for=lambda params: (
