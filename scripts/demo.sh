@@ -75,7 +75,10 @@ start() {
   launch web .venv/bin/gunicorn --chdir backend qoelab_web.wsgi -b "$BIND" --workers 2 --timeout 120
   launch scheduler "${manage[@]}" scheduler
   # Tokens go by environment, not argv: anyone on the host can read a command line in ps.
-  QOELAB_HOST_TOKEN=$host_token launch worker .venv/bin/qoelab worker --broker "$REDIS_URL" --backend "$URL" --name "$host"
+  # The worker reaches the backend over HTTP only: the web server's secrets stay out of its
+  # environment (and it drops its own token from it once read: qoelab.celery_app.scrub_secrets).
+  QOELAB_HOST_TOKEN=$host_token launch worker env -u QOELAB_SECRET_KEY -u DATABASE_URL \
+    .venv/bin/qoelab worker --broker "$REDIS_URL" --backend "$URL" --name "$host"
   for _ in $(seq 120); do
     curl -fsS "$URL/api/status/" >/dev/null 2>&1 && break
     sleep 0.5

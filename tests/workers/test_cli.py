@@ -226,3 +226,15 @@ def test_printable_escapes_control_and_format_characters_and_keeps_text():
 
     assert printable("lab 7 · é 日本") == "lab 7 · é 日本"
     assert printable("a\x1b[2Jb\tc\u202ed\x9b") == "a\\x1b[2Jb\\tc\\u202ed\\x9b"
+
+
+def test_the_worker_drops_secrets_from_the_environment_its_trials_inherit():
+    """Issue 33: linkemu and iperf3 inherited QOELAB_SECRET_KEY and DATABASE_URL."""
+    from qoelab.celery_app import scrub_secrets
+
+    env = {"PATH": "/usr/bin", "QOELAB_SECRET_KEY": "k", "DATABASE_URL": "postgres://u:p@h/db",
+           "QOELAB_HOST_TOKEN": "t", "REDIS_PASSWORD": "r", "MY_API_TOKEN": "x",
+           "QOELAB_WORKDIR": "/w"}  # fmt: skip
+    assert scrub_secrets(env) == ["DATABASE_URL", "MY_API_TOKEN", "QOELAB_HOST_TOKEN", "QOELAB_SECRET_KEY",
+                                  "REDIS_PASSWORD"]  # fmt: skip
+    assert env == {"PATH": "/usr/bin", "QOELAB_WORKDIR": "/w"}

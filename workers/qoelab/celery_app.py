@@ -185,6 +185,21 @@ def max_job_timeout() -> int | None:
     return max((j.timeout_s for j in jobs.REGISTRY.values()), default=None)
 
 
+# Environment names a lab host's trials never need: the backend's secrets (a host sharing the
+# web server's environment) and the worker's own token, which the settings already hold.
+SECRET_NAMES = ("QOELAB_SECRET_KEY", "DATABASE_URL", "QOELAB_HOST_TOKEN", "QOELAB_API_TOKEN")
+SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "_TOKEN")
+
+
+def scrub_secrets(environ: dict[str, str] | os._Environ[str]) -> list[str]:
+    """Remove secrets from ``environ`` (the worker's, once its settings are read), so trial
+    processes (linkemu, iperf3, QEMU, desktops) do not inherit them (issue 33); returns the names."""
+    gone = [k for k in list(environ) if k in SECRET_NAMES or any(w in k.upper() for w in SECRET_WORDS)]
+    for k in gone:
+        del environ[k]
+    return sorted(gone)
+
+
 settings = WorkerSettings.from_env()
 # No fixups: a lab host has no Django, even when DJANGO_SETTINGS_MODULE leaks into its environment.
 app = Celery("qoelab", fixups=[])

@@ -284,6 +284,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "not running as root: trials that need network namespaces will fail"
         )
     app = celery_app.configure(s)
+    # The settings hold the token now; the trials' processes inherit no secret (issue 33).
+    celery_app.scrub_secrets(os.environ)
     celery_app.startup()  # fails here, with one sentence, on a wrong token or an unreachable backend
     app.worker_main(
         [
