@@ -217,3 +217,14 @@ def test_a_workers_report_may_be_larger_than_a_researchers_json(running):
     assert len(json.dumps(body)) > 1024**2
     resp = lab.client.post(f"/api/hosts/trials/{trial.pk}/finish/", body, format="json")
     assert resp.status_code != 413, resp.content
+
+
+def test_a_form_body_past_the_limit_is_answered_as_json_not_html(alice, client_for, settings):
+    """Issue 33: forms under /api/ answered some errors with Django's HTML page."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    for resp in (
+        client_for(alice).post("/api/experiments/", {"name": "x" * 5000}),
+        client_for(alice).post("/api/auth/token/", {"username": "a" * 5000, "password": "b"}),
+    ):
+        assert resp.status_code == 400 and resp["Content-Type"] == "application/json", resp.content[:200]
+        assert "could not be read" in resp.json()["detail"]
