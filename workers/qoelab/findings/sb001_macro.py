@@ -6,6 +6,9 @@ readable. Source: ../shared/notes/seed-storage-bench.md §5, Tables 6.1-6.3.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from qoelab.findings import sb001_util as u
 from qoelab.findings.base import Comparison, Scope, fmt_num, lower, mean_ci
 from qoelab.findings.sb001_util import by_series, metric, of, stat, times
@@ -19,17 +22,22 @@ POSTMARK_FACTOR = 10.0
 SWIFT_FLAT = (0.7, 1.3)
 
 
+def _complete_rows(sc: Scope, bench: str, q: str, m: Any, gaps: list[str]) -> Iterator[tuple[Any, ...]]:
+    """Each network row that has all three targets: (row, its rows, where, NFS's and Swift's stat);
+    a row missing a target adds a gap instead."""
+    for row, here in u.by_row(sc).items():
+        w = u.where_of(sc, f"the {row} row")
+        miss = u.missing(here, w, bench)
+        gaps += miss
+        if not miss:
+            nfs = stat(sc, of(here, target="nfs"), row, "NFS", q, m)
+            yield row, here, w, nfs, stat(sc, of(here, target="swift"), row, "Swift", q, m)
+
+
 def postmark_order(sc: Scope) -> Run:
     comps, gaps = [], []
     m, q = metric("postmark_s"), "completion time (s)"
-    for row, here in u.by_row(sc).items():
-        w = u.where_of(sc, f"the {row} row")
-        miss = u.missing(here, w, "PostMark")
-        gaps += miss
-        if miss:
-            continue
-        nfs = stat(sc, of(here, target="nfs"), row, "NFS", q, m)
-        swift = stat(sc, of(here, target="swift"), row, "Swift", q, m)
+    for row, here, w, nfs, swift in _complete_rows(sc, "PostMark", q, m, gaps):
         for label, rows in by_series(here, "iscsi").items():
             i = stat(sc, rows, row, label, q, m)
             k = f"{fmt_num(POSTMARK_FACTOR)} × {label}"
@@ -44,14 +52,7 @@ def _iops_order(sc: Scope, bench: str, flat: bool) -> Run:
     comps, gaps = [], []
     m, q = metric("iops"), "IOPS"
     rows_by = u.by_row(sc)
-    for row, here in rows_by.items():
-        w = u.where_of(sc, f"the {row} row")
-        miss = u.missing(here, w, bench)
-        gaps += miss
-        if miss:
-            continue
-        nfs = stat(sc, of(here, target="nfs"), row, "NFS", q, m)
-        swift = stat(sc, of(here, target="swift"), row, "Swift", q, m)
+    for row, here, w, nfs, swift in _complete_rows(sc, bench, q, m, gaps):
         for label, rows in by_series(here, "iscsi").items():
             i = stat(sc, rows, row, label, q, m)
             below = (nfs, "NFS") if row == "ideal" else (swift, "Swift")
