@@ -63,8 +63,11 @@ def payload(sweeps: list[Any], job: Any, y: str, x: str, series: str | None) -> 
     out: dict[str, Any] | None = None
     for sweep in sweeps:
         one = services.chart_payload(sweep, job, spec)
+        # A sweep's own series (rd_qoe: one per protocol, even without ``series``) keep their
+        # label beside the sweep's: two sweeps showed twice each under one label (issue 33).
+        own = bool(series) or len(one["series"]) > 1
         for s in one["series"]:
-            s["label"] = f"#{sweep.pk} {sweep.name}" + (f" · {s['label']}" if series else "")
+            s["label"] = f"#{sweep.pk} {sweep.name}" + (f" · {s['label']}" if own and s["label"] else "")
         if out is None:
             out = {**one, "series": [], "panels": [], "facet": None}
             out["title"] = f"{spec.title}: {len(sweeps)} sweeps"

@@ -53,3 +53,30 @@ def test_a_choice_that_cannot_be_drawn_names_the_field(client_for, alice, bob, m
     assert "registered job type" in errors("job_type=nope")["job_type"]
     page = c.get(f"/compare/?job_type=rd_qoe&{_query(ns, y='T_ms', x='rate')}").content.decode()
     assert "sweeps: pick from 2 to 8 sweeps" in page and "compare-figure" not in page
+
+
+def test_sweeps_of_several_protocols_keep_each_protocols_label(client_for, alice) -> None:
+    """Issue 33: two rd_qoe sweeps of two protocols each showed twice each under one label."""
+    from django.utils import timezone
+
+    from results.models import SummaryValue
+
+    def sweep(name: str) -> Any:
+        s = create_sweep({"experiment": {"name": f"cmp {name}"}, "name": name, "job_type": "rd_qoe",
+                          "grid": {"protocol": ["vnc", "spice"], "rate": ["1mbit", "10mbit"]},
+                          "fixed": {"delay": "10ms"}}, alice)  # fmt: skip
+        now = timezone.now()
+        s.trials.update(status="succeeded", started_at=now, finished_at=now)
+        for t in s.trials.all():
+            SummaryValue.objects.create(trial=t, name="T_ms", value=1e7 / t.resolved["rate"])
+        return s
+
+    a, b = sweep("a"), sweep("b")
+    data = (
+        client_for(alice)
+        .get(f"/compare/chart.json?job_type=rd_qoe&{_query(a, b, y='T_ms', x='rate')}")
+        .json()
+    )
+    labels = [s["label"] for s in data["series"]]
+    assert len(labels) == 4 and len(set(labels)) == 4, labels
+    assert all(" · " in label for label in labels), labels
