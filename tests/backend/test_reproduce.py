@@ -208,3 +208,15 @@ def test_the_page_shows_the_labs_verdicts_on_its_committed_results(browser):
         assert block.count("<tr data-check=") == len(fam["checks"]) >= len(REPORTS[name])
     ch4 = section.split('data-family="ch4"', 1)[1].split("</section>", 1)[0]
     assert 'data-verdict="not run"' in ch4 and "none yet" in ch4
+
+
+def test_a_run_longer_than_an_hour_starts_only_after_a_confirmation(browser):
+    """Issue 33: full presets (up to 7.5 h) started on one click."""
+    from experiments.models import Sweep
+
+    resp = browser.post("/reproduce/ch4-fig46/start/", {"size": "full"})
+    page = resp.content.decode()
+    assert resp.status_code == 200 and 'id="long-run"' in page and "Start anyway" in page
+    assert 'name="confirm" value="yes"' in page and not Sweep.objects.exists()
+    resp = browser.post("/reproduce/ch4-fig46/start/", {"size": "full", "confirm": "yes"})
+    assert resp.status_code == 302 and Sweep.objects.get().trials.count() == 330
