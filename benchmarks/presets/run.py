@@ -47,10 +47,8 @@ def done_keys(out: Path) -> set[str]:
 
 def one_trial(job: Any, point: dict[str, Any], rep: int) -> dict[str, Any]:
     params = validate_params(job.params, point)
-    resolved = params.model_dump(mode="json")
-    for name in job.inapplicable(params) if job.inapplicable else ():
-        resolved.pop(name, None)  # as the backend stores a trial's parameters
-    row: dict[str, Any] = {"point": point, "rep": rep, "params": resolved, "host": run_facts()}
+    row: dict[str, Any] = {"point": point, "rep": rep, "params": job.stored_params(params)}
+    row["host"] = run_facts()
     started = time.time()
     try:
         result = run_here(job, params, "qpr", live=False)

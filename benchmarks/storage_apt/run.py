@@ -66,11 +66,8 @@ def run_one(raw: dict[str, Any], log: logging.Logger) -> dict[str, Any]:
                 "started": t0, "duration_s": time.time() - t0}  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    resolved = params.model_dump(mode="json")
-    for name in job.inapplicable(params) if job.inapplicable else ():
-        resolved.pop(name, None)  # as the backend stores a trial's parameters
     return {
-        "params": resolved,
+        "params": job.stored_params(params),
         "summary": result.summary,
         "probes": [s.values["n"] for s in result.samples],
         "tcp": (result.link or {}).get("tcp"),

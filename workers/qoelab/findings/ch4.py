@@ -305,6 +305,24 @@ def _image_transfer_lte(sc: Scope) -> tuple[list[Comparison], list[str]]:
     return comps, []
 
 
+def _x_constant_check(param: str, figure: str, within: dict[str, tuple[float, float]]) -> Check:
+    """``x_constant_with_delay`` / ``_with_loss``: one claim of §4.6.2, over each swept parameter."""
+    lo, hi = ALMOST_CONSTANT
+    what = "a delay" if param == "delay" else "a ... loss rate"
+    return Check(
+        name=f"x_constant_with_{param}",
+        title=f"X is almost constant with {param}",
+        claim=f'"A transfer data size is almost constant regardless of {what}": every series\' X at each '
+        f"{param} within {lo:g}-{hi:g} × its X at the smallest {param}.",
+        figure=figure,
+        x=param,
+        facet="rate",
+        protocols=(),
+        within=within,
+        run=_x_constant(param),
+    )
+
+
 CHECKS: tuple[Check, ...] = (
     Check(
         name="x2go_best_t_low_rate",
@@ -413,29 +431,8 @@ CHECKS: tuple[Check, ...] = (
         within=FIG47,
         run=_t_rises_with_delay,
     ),
-    Check(
-        name="x_constant_with_delay",
-        title="X is almost constant with delay",
-        claim='"A transfer data size is almost constant regardless of a delay": every series\' X at each '
-        f"delay within {ALMOST_CONSTANT[0]:g}-{ALMOST_CONSTANT[1]:g} × its X at the smallest delay.",
-        figure="§4.6.2 (Fig. 4.7's X)",
-        x="delay",
-        facet="rate",
-        protocols=(),
-        within=FIG47,
-        run=_x_constant("delay"),
-    ),
-    Check(
-        name="x_constant_with_loss",
-        title="X is almost constant with loss",
-        claim='"A transfer data size is almost constant regardless of a ... loss rate": every series\' X at '
-        f"each loss within {ALMOST_CONSTANT[0]:g}-{ALMOST_CONSTANT[1]:g} × its X at the smallest loss.",
-        figure="§4.6.2 (Fig. 4.8's X)",
-        x="loss",
-        facet="rate",
-        protocols=(),
-        run=_x_constant("loss"),
-    ),
+    _x_constant_check("delay", "§4.6.2 (Fig. 4.7's X)", FIG47),
+    _x_constant_check("loss", "§4.6.2 (Fig. 4.8's X)", {}),
     Check(
         name="spice_x_jump_near_10mbit",
         title="SPICE's X jumps near 10 Mbit/s",

@@ -168,6 +168,14 @@ class JobType:
     # a sweep drops them from that point's trials and creates points that become equal only once.
     inapplicable: Callable[[Any], frozenset[str]] | None = None
 
+    def stored_params(self, params: BaseModel) -> dict[str, Any]:
+        """The validated parameters as the backend stores a trial's (SI values, JSON), without the
+        ones that do not apply to this point: what a result row carries as ``params``."""
+        out = params.model_dump(mode="json")
+        for name in self.inapplicable(params) if self.inapplicable else ():
+            out.pop(name, None)
+        return out
+
     def trial_requires(self, params: BaseModel) -> frozenset[str]:
         """What a worker must report to run this trial; a link's TCP algorithm is one of them."""
         from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
