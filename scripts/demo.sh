@@ -27,7 +27,7 @@ kept() {
 }
 
 stop_all() {
-  for name in worker scheduler web; do
+  for name in worker scheduler proxy web; do
     local pidf=$RUN/$name.pid
     if [ -f "$pidf" ]; then
       local pid; pid=$(cat "$pidf")
@@ -46,6 +46,49 @@ launch() {  # launch NAME CMD... : in its own process group, output to .state/lo
   install -m 600 /dev/null "$LOGS/$name.log"  # 0600 even when the file existed before
   setsid "$@" >"$LOGS/$name.log" 2>&1 < /dev/null &
   echo $! >"$RUN/$name.pid"
+}
+
+# The web tier (docs/security.md, "The web tier"): gunicorn on a Unix socket that only its owner can
+# open, nginx on $BIND in front of it. nginx reads each request whole before gunicorn's sync workers
+# see it, so clients that send slowly (or never finish) cannot hold the workers.
+start_web() {
+  local conf=$RUN/nginx
+  mkdir -p "$conf/tmp"
+  rm -f "$RUN/web.sock"
+  QOELAB_BEHIND_PROXY=true launch web .venv/bin/gunicorn --chdir backend qoelab_web.wsgi \
+    -b "unix:$RUN/web.sock" --umask 0077 --no-control-socket --workers 2 --timeout 120
+  # Artifact uploads are the largest bodies: their limit plus room for the multipart framing.
+  QOELAB_PROXY_LISTEN=$BIND QOELAB_PROXY_UPSTREAM=unix:$RUN/web.sock \
+    QOELAB_PROXY_CLIENT_TIMEOUT=${QOELAB_PROXY_CLIENT_TIMEOUT:-10s} \
+    QOELAB_PROXY_MAX_BODY=$((${QOELAB_MAX_ARTIFACT_BYTES:-2147483648} + 1048576)) \
+    .venv/bin/python - scripts/nginx/qoelab.conf.template "$conf/qoelab.conf" <<'PY'
+import os, re, string, sys
+text = string.Template(open(sys.argv[1]).read()).safe_substitute(os.environ)
+if left := re.findall(r"\$\{QOELAB_[A-Z_]+\}", text):
+    sys.exit(f"nginx template: no value for {', '.join(left)}")
+open(sys.argv[2], "w").write(text)
+PY
+  # The socket is root's when the demo runs as root, so the workers are too (as gunicorn is).
+  local user=""; [ "$(id -u)" -eq 0 ] && user="user root root;"
+  # No access log: evaluators' invite links carry their token in the path.
+  cat >"$conf/nginx.conf" <<NGINX
+daemon off;
+worker_processes 1;
+pid $conf/nginx.pid;
+error_log stderr warn;
+$user
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path $conf/tmp/body;
+  proxy_temp_path $conf/tmp/proxy;
+  fastcgi_temp_path $conf/tmp/fastcgi;
+  uwsgi_temp_path $conf/tmp/uwsgi;
+  scgi_temp_path $conf/tmp/scgi;
+  include $conf/qoelab.conf;
+}
+NGINX
+  launch proxy nginx -e stderr -p "$conf" -c "$conf/nginx.conf"
 }
 
 start() {
@@ -72,7 +115,7 @@ start() {
   "${manage[@]}" add_host "$host" --token "$host_token" >/dev/null 2>&1
 
   echo "==> starting web ($URL), scheduler and worker (logs in .state/logs/)"
-  launch web .venv/bin/gunicorn --chdir backend qoelab_web.wsgi -b "$BIND" --workers 2 --timeout 120
+  start_web
   launch scheduler "${manage[@]}" scheduler
   # Tokens go by environment, not argv: anyone on the host can read a command line in ps.
   # The worker reaches the backend over HTTP only: the web server's secrets stay out of its

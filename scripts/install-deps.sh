@@ -18,7 +18,8 @@ mkdir -p "$STATE"
 # and nfs-ganesha-vfs (the NFSv4 target, no kernel nfsd here), fuse2fs (the export's ext4 image where
 # loop mounts fail), libnfs-utils (nfs-ls/nfs-cp/nfs-cat: readiness and tests), swift, swift-proxy,
 # swift-account, swift-container, swift-object (the Swift all-in-one target), memcached (tempauth keeps
-# its tokens there), python3-swiftclient (the swift command: readiness and tests).
+# its tokens there), python3-swiftclient (the swift command: readiness and tests); nginx (the buffering
+# proxy in front of gunicorn, scripts/nginx/: make demo starts its own, not the packaged site).
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
   python3 python3-venv python3-dev
@@ -29,7 +30,7 @@ DEB_PACKAGES=(
   qemu-system-x86 qemu-utils debootstrap e2fsprogs nftables
   nbdkit tgt libnbd-dev libiscsi-dev libiscsi-bin libssl-dev ethtool
   postgresql postgresql-client redis-server redis-tools
-  chromium xvfb fonts-dejavu-core wrk
+  chromium xvfb fonts-dejavu-core wrk nginx
   clang libbpf-dev bpftool
   nfs-ganesha nfs-ganesha-vfs fuse2fs libnfs-utils memcached python3-swiftclient
   swift swift-proxy swift-account swift-container swift-object
@@ -50,6 +51,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$STATE/apt.log" 2>&1 \
     || { tail -30 "$STATE/apt.log" >&2; echo "apt-get install failed (log: $STATE/apt.log)" >&2; exit 1; }
+  # Installing nginx starts Debian's default site on port 80: the host had no web server there before.
+  if [[ " ${missing[*]} " == *" nginx "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable --now nginx >/dev/null 2>&1 && echo "==> stopped the nginx package's default site (qoelab runs its own)"
+  fi
 fi
 
 # Python: one virtualenv for the worker library, the backend and the test tools. Use Debian's

@@ -65,3 +65,19 @@ def test_every_variable_it_references_is_documented_in_env_example():
 def test_data_lives_in_named_volumes():
     assert {"pgdata", "media"} <= set(COMPOSE["volumes"])
     assert any(v.startswith("pgdata:") for v in SERVICES["db"]["volumes"])
+
+
+def test_clients_reach_gunicorn_only_through_the_buffering_proxy():
+    """Issue 33: gunicorn's sync workers published directly were frozen by two slow clients."""
+    assert "ports" not in SERVICES["web"]
+    proxy = SERVICES["proxy"]
+    assert proxy["image"].startswith("nginx:") and proxy["image"] != "nginx:latest"  # pinned
+    assert any(p.endswith(":80") for p in proxy["ports"])
+    mounted = [v.split(":")[0] for v in proxy["volumes"]]
+    assert mounted == ["./scripts/nginx/qoelab.conf.template"] and (ROOT / mounted[0]).is_file()
+    # Every value the template needs is in the proxy's environment (the image substitutes only those).
+    needed = set(re.findall(r"\$\{(QOELAB_[A-Z_]+)\}", (ROOT / mounted[0]).read_text()))
+    assert needed and needed <= set(proxy["environment"])
+    assert proxy["environment"]["QOELAB_PROXY_UPSTREAM"] == "web:8000"
+    assert COMPOSE["x-app"]["environment"]["QOELAB_BEHIND_PROXY"] == "true"
+    assert SERVICES["worker"]["environment"]["QOELAB_BACKEND_URL"] == "http://proxy"

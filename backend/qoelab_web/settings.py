@@ -112,6 +112,9 @@ def proxy_ssl_header(raw: str) -> tuple[str, str] | None:
 # Only behind a TLS-terminating proxy that sets (and overwrites) this header: anyone reaching gunicorn
 # directly could send it too, so the web port must then be reachable only through the proxy.
 SECURE_PROXY_SSL_HEADER = proxy_ssl_header(env_str("QOELAB_PROXY_SSL_HEADER", ""))
+# True when gunicorn is reachable only through the lab's nginx, which overwrites X-Forwarded-For
+# with the client's address (qoelab_web.proxy). make demo and docker-compose set it.
+QOELAB_BEHIND_PROXY = env_bool("QOELAB_BEHIND_PROXY", False)
 
 # scheme://host[:port] evaluators' invite links are made from (never the request's Host header).
 # Unset: links come from the request only when QOELAB_DEBUG is true; otherwise invites are refused
@@ -145,6 +148,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: every later layer (the login and reset limits) sees the client's address, not nginx's
+    "qoelab_web.proxy.ProxyClientAddressMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "qoelab_web.security.ContentSecurityPolicyMiddleware",  # CSP on every response (docs/security.md)
     "whitenoise.middleware.WhiteNoiseMiddleware",
