@@ -225,7 +225,8 @@ class PrivateStack:
         self.launch(
             "web",
             [str(VENV_BIN / "gunicorn"), "--chdir", "backend", "qoelab_web.wsgi",
-             "-b", f"127.0.0.1:{self.port}", "--workers", str(workers), "--timeout", "120"],
+             "-b", f"127.0.0.1:{self.port}", "--workers", str(workers), "--timeout", "120",
+             "--no-control-socket"],
         )  # fmt: skip
         api = ApiClient(self.url, self.api_token, retries=2)
 

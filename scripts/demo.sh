@@ -120,8 +120,10 @@ start() {
   # Tokens go by environment, not argv: anyone on the host can read a command line in ps.
   # The worker reaches the backend over HTTP only: the web server's secrets stay out of its
   # environment (and it drops its own token from it once read: qoelab.celery_app.scrub_secrets).
-  QOELAB_HOST_TOKEN=$host_token launch worker env -u QOELAB_SECRET_KEY -u DATABASE_URL \
-    .venv/bin/qoelab worker --broker "$REDIS_URL" --backend "$URL" --name "$host"
+  # The broker URL too: it carries the password of a Redis scripts/services.sh started.
+  QOELAB_HOST_TOKEN=$host_token QOELAB_BROKER_URL=$REDIS_URL launch worker \
+    env -u QOELAB_SECRET_KEY -u DATABASE_URL -u REDIS_URL \
+    .venv/bin/qoelab worker --backend "$URL" --name "$host"
   for _ in $(seq 120); do
     curl -fsS "$URL/api/status/" >/dev/null 2>&1 && break
     sleep 0.5

@@ -101,21 +101,36 @@ def sample_columns(job: JobType | None, keys: list[str], rows: list[dict[str, An
     return out
 
 
+# Dicts of statistics whose name carries no unit: the link check's RTTs (emulation/verify.py), kept
+# under these names in stored trials.
+UNITS_OF_STATS = {"rtt_idle": "ms", "rtt_loaded": "ms"}
+# A check's numbers are in the unit of the quantity it names ({"name": "tcp_down_bps", "configured":
+# 9653333, ...} -> bit/s).
+CHECK_FIELDS = frozenset({"configured", "measured", "expected", "target", "value", "limit"})
+
+
 def flatten(data: Any, *, limit: int = MAX_TABLE_ROWS) -> tuple[list[dict[str, Any]], int]:
     """A nested JSON document as (rows of dotted key, value, unit, left-out count).
 
     Dict keys are sorted (jsonb keeps no order) and joined with dots; list items of dicts get
     ``[i]``; a list of plain values stays one row. The unit comes from the key's last name
-    (``measured.rtt_ms`` -> ms; ``loss_ci95_pct`` -> % for each item of the list).
+    (``measured.rtt_ms`` -> ms; ``loss_ci95_pct`` -> % for each item of the list); a statistic
+    (``mean``, ``max``, ...) takes its dict's unit (``rtt_idle.mean`` -> ms) and a check's
+    ``configured``/``measured`` the unit of the name it checks.
     """
     rows: list[dict[str, Any]] = []
     skipped = 0
 
-    def add(key: str, name: str, value: Any) -> None:
+    def add(key: str, name: str, value: Any, outer: str = "") -> None:
         nonlocal skipped
         if isinstance(value, dict) and value:
+            here = (UNITS_OF_STATS.get(name) or describe_name(name).unit) if name else ""
+            checked = value.get("name")
+            check_unit = describe_name(checked).unit if isinstance(checked, str) else ""
             for k in sorted(value, key=str):
-                add(f"{key}.{k}" if key else str(k), str(k), value[k])
+                k = str(k)
+                inherited = check_unit if k in CHECK_FIELDS else here if k.lower() in STAT_WORDS else ""
+                add(f"{key}.{k}" if key else k, k, value[k], inherited)
             return
         if isinstance(value, list) and any(isinstance(v, dict | list) for v in value):
             for i, v in enumerate(value):
@@ -124,7 +139,7 @@ def flatten(data: Any, *, limit: int = MAX_TABLE_ROWS) -> tuple[list[dict[str, A
         if len(rows) >= limit:
             skipped += 1
             return
-        unit = describe_name(name).unit if name else ""
+        unit = (describe_name(name).unit if name else "") or outer
         rows.append({"key": key or "(value)", "value": value, "unit": unit})
 
     add("", "", data)
@@ -196,6 +211,30 @@ def trial_place(trial: Trial) -> Place:
         trial.index + 1,
         max(sweep.trial_count, sweep.trials.count()),
     )
+
+
+LOG_PREVIEW_BYTES = 64 * 1024
+# C0 controls but tab and newline (terminal escapes in a tool's output): shown as U+FFFD.
+_CONTROLS = {c: "\ufffd" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F)}
+
+
+def log_previews(artifacts: Iterable[Any]) -> list[dict[str, Any]]:
+    """The text of the trial's log artifacts, for reading in the page: the first 64 KiB of each
+    (the download has all of it), undecodable bytes and control characters replaced."""
+    out = []
+    for a in artifacts:
+        if a.kind != "log":
+            continue
+        try:
+            with a.file.open("rb") as fh:
+                head = fh.read(LOG_PREVIEW_BYTES + 1)
+        except (FileNotFoundError, OSError, ValueError):
+            out.append({"artifact": a, "text": None, "truncated": False})
+            continue
+        text = head[:LOG_PREVIEW_BYTES].decode("utf-8", errors="replace")
+        text = text.replace("\r\n", "\n").replace("\r", "\n").translate(_CONTROLS)
+        out.append({"artifact": a, "text": text, "truncated": len(head) > LOG_PREVIEW_BYTES})
+    return out
 
 
 def playable(artifact: Any) -> str | None:

@@ -450,6 +450,7 @@ def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "sample_columns": trialpage.sample_columns(job, sample_keys, sample_values),
         "artifacts": artifacts,
         "recordings": recordings,
+        "logs": trialpage.log_previews(artifacts),
         "link_rows": link_rows,
         "link_left_off": link_left_off,
         "provenance_rows": provenance_rows,

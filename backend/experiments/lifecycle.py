@@ -31,6 +31,7 @@ from django.utils import timezone
 from experiments import jobtypes
 from experiments.choices import ACTIVE, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
+from experiments.services import forget_progress
 from experiments.wakeup import wake_scheduler
 from results.models import Artifact
 
@@ -367,6 +368,7 @@ def rerun_failed(sweep: Sweep, user: Any) -> int:
                 continue
             n += 1
         if n:
+            forget_progress(sweep.pk)
             wake_scheduler()
     sweep.refresh_from_db()
     log.info("sweep %s: %s failed trials re-queued by %s", sweep.pk, n, user)

@@ -75,3 +75,7 @@ ASPECT_HELP: dict[str, str] = {
     "keyboard_response": "How quickly typed text appeared.",
     "image_clarity": "How sharp and clean the picture looked.",
 }
+# Recorded mode: the evaluator watches someone else's clicks (issue 33: "after you clicked").
+RECORDED_ASPECT_HELP: dict[str, str] = {
+    "screen_response": "How long the screen took to change after each click in the video.",
+}

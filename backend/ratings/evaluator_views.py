@@ -138,7 +138,7 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
             "scale": IMPAIRMENT_SCALE,
             "recorded": campaign.mode == CampaignMode.RECORDED,
             "live_available": live.available(),
-            "live_reason": "" if live.available() else live.unavailable_reason(),
+            "live_reason": "" if live.available() else live.EVALUATOR_UNAVAILABLE,
             "reference_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.REFERENCE]),
             "degraded_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.DEGRADED]),
             "live_reference_url": reverse("ratings_rate:live-reference", args=[token, cond.pk, "page1.html"]),

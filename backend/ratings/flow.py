@@ -19,6 +19,7 @@ from ratings.campaigns import condition_problems
 from ratings.choices import (
     ASPECT_HELP,
     IMPAIRMENT_SCALE,
+    RECORDED_ASPECT_HELP,
     SCORE_MAX,
     SCORE_MIN,
     TRAINING_KINDS,
@@ -302,4 +303,5 @@ def evaluator_state(evaluator: Evaluator) -> dict[str, Any]:
 
 
 def aspect_rows(campaign: Campaign) -> list[dict[str, str]]:
-    return [{**a, "help": ASPECT_HELP.get(a["key"], "")} for a in campaign.aspects]
+    helps = {**ASPECT_HELP, **RECORDED_ASPECT_HELP} if campaign.mode == CampaignMode.RECORDED else ASPECT_HELP
+    return [{**a, "help": helps.get(a["key"], "")} for a in campaign.aspects]

@@ -98,6 +98,14 @@ def unavailable_reason() -> str:
     )
 
 
+# What an evaluator reads instead (issue 33: the researcher's sentence about the provider setting
+# and docs/ratings.md was shown to evaluators).
+EVALUATOR_UNAVAILABLE = (
+    "Live sessions are not available on this deployment right now, so this case cannot be rated "
+    "here. Please tell the researcher who sent you the link."
+)
+
+
 def open_slot(evaluator: Evaluator) -> Slot | None:
     return Slot.objects.filter(evaluator=evaluator).exclude(state=SlotState.RELEASED).first()
 

@@ -38,6 +38,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from docblock import write_block  # noqa: E402
 from stack import PrivateStack  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
@@ -147,13 +148,6 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_docs(block: str) -> None:
-    text = DOC.read_text()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clients", type=int, default=200)
@@ -221,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(result)
     print(table)
     if args.write_docs:
-        write_docs(table)
+        write_block(DOC, BEGIN, END, table)
     return 0
 
 

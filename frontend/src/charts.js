@@ -66,7 +66,7 @@
     },
   };
 
-  // Whether an interval runs past the y axis' fixed ends (only a payload's y_min/y_max fix them).
+  // Whether an interval runs past the y axis' ends (yBounds or a payload's y_min/y_max set them).
   function clipped(p, yScale) {
     return {
       overTop: yScale.options.max != null && p.yMax > yScale.options.max,
@@ -225,12 +225,33 @@
     }));
   }
 
-  // Chart.js sizes the y axis from y alone; widen it so the whiskers fit.
+  // The y range, from the means first. Whiskers widen it by at most the means' own span each way
+  // (two runs give a t factor of 12.7: Fig. 4.6's intervals once pushed the axis to -3,000 ms and
+  // squashed every mean into a line); a whisker cut there ends in an arrowhead. A margin keeps the
+  // lowest series off the axis line, where it read as zero, and an axis whose means are all
+  // non-negative does not go below zero. Log axes keep every positive value.
   function yBounds(sets, log) {
-    const vals = sets.flatMap((d) => d.data.flatMap((p) => [p.y, p.yMin, p.yMax]));
-    const ok = vals.filter((v) => v != null && Number.isFinite(v) && (!log || v > 0));
-    if (!ok.length) return {};
-    return { suggestedMin: Math.min(...ok), suggestedMax: Math.max(...ok) };
+    const usable = (v) => v != null && Number.isFinite(v) && (!log || v > 0);
+    const points = sets.flatMap((d) => d.data);
+    const means = points.map((p) => p.y).filter(usable);
+    const whiskers = points.flatMap((p) => [p.yMin, p.yMax]).filter(usable);
+    if (!means.length) return {};
+    if (log) {
+      const all = means.concat(whiskers);
+      return { suggestedMin: Math.min(...all), suggestedMax: Math.max(...all) };
+    }
+    const lowest = Math.min(...means);
+    const highest = Math.max(...means);
+    const reach = highest - lowest || Math.abs(highest) || 1;
+    let lo = lowest;
+    let hi = highest;
+    for (const v of whiskers) {
+      lo = Math.min(lo, Math.max(v, lowest - reach));
+      hi = Math.max(hi, Math.min(v, highest + reach));
+    }
+    if (lowest >= 0) lo = Math.max(0, lo);
+    const margin = (hi - lo || reach) * 0.06;
+    return { min: lowest >= 0 ? Math.max(0, lo - margin) : lo - margin, max: hi + margin };
   }
 
   // Pad the x range so end points and their whiskers are not cut in half by the chart edge.
@@ -335,5 +356,5 @@
     return chart;
   }
 
-  window.qoelabCharts = { render, datasets, panels, categories, caption, unitOf, errorBars };
+  window.qoelabCharts = { render, datasets, panels, categories, caption, unitOf, errorBars, yBounds };
 })();

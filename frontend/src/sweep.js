@@ -179,12 +179,23 @@
     setText(root, "blocked", p.blocked || "");
     root.dataset.state = p.state;
     const cancel = document.getElementById("cancel-sweep");
-    if (cancel && p.finished) cancel.hidden = true;
+    if (cancel) cancel.hidden = p.finished;
+    // Rendered hidden when nothing had failed yet: failures that come in while the page is open
+    // offer their re-run without a reload.
+    const rerun = document.getElementById("rerun-failed");
+    if (rerun && !p.cancelled) {
+      rerun.hidden = !(p.failed > 0);
+      setText(rerun, "rerun-count", p.failed);
+      setText(rerun, "rerun-plural", p.failed === 1 ? "" : "s");
+    }
   }
 
   function startPolling(root) {
     let lastDone = Number(root.dataset.done || -1);
     let stopped = false;
+    // The progress answer is shared between pages for up to a second: "finished" is believed (and
+    // polling stopped) only when a second answer, one poll later, says it too.
+    let finishedBefore = false;
     async function tick() {
       if (stopped) return;
       try {
@@ -195,10 +206,11 @@
         if (changed) await Promise.all([refreshTrials(root.dataset.trialsUrl), redrawAll()]);
         showProgress(root, p);
         root.querySelector("[data-role=poll-error]").textContent = "";
-        if (p.finished) {
+        if (p.finished && finishedBefore) {
           stopped = true;
           return;
         }
+        finishedBefore = p.finished;
       } catch (err) {
         // Keep polling: a restarting web server should not freeze the page for good.
         root.querySelector("[data-role=poll-error]").textContent = `Progress update failed (${err.message}); retrying.`;

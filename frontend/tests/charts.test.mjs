@@ -13,6 +13,7 @@ function loadCharts() {
     datasets: (p) => JSON.parse(JSON.stringify(charts.datasets(p))),
     panels: (p) => JSON.parse(JSON.stringify(charts.panels(p))),
     categories: (p) => JSON.parse(JSON.stringify(charts.categories(p))),
+    yBounds: (sets, log) => JSON.parse(JSON.stringify(charts.yBounds(sets, log))),
   };
 }
 
@@ -141,4 +142,30 @@ test("captions say when points are single runs instead of promising intervals", 
 test("a single run is drawn hollow, a mean filled", () => {
   const [series] = loadCharts().datasets(payload);
   assert.deepEqual(series.pointBackgroundColor, ["#ffffff", series.borderColor]);
+});
+
+// Issue 33: with two runs per point (t = 12.7) the intervals pushed Fig. 4.6's axis to -3,000 ms.
+test("wide intervals do not stretch the y axis past the means' own span, nor below zero", () => {
+  const set = {
+    data: [
+      { x: 1, y: 100, yMin: -2900, yMax: 3100, n: 2 },
+      { x: 2, y: 300, yMin: 250, yMax: 350, n: 2 },
+    ],
+  };
+  const { min, max } = loadCharts().yBounds([set], false);
+  assert.equal(min, 0); // non-negative means: the axis starts at zero, the cut whisker gets an arrowhead
+  assert.ok(max > 500 && max <= 530, `max ${max}: one span (200) past the highest mean, plus a 6 % margin`);
+});
+
+test("a tight range keeps a margin so the lowest series does not sit on the axis", () => {
+  const set = { data: [{ x: 1, y: 9.5, yMin: 9.4, yMax: 9.6 }, { x: 2, y: 10, yMin: 9.9, yMax: 10.1 }] };
+  const { min, max } = loadCharts().yBounds([set], false);
+  assert.ok(min < 9.4 && min > 9, `min ${min}`);
+  assert.ok(max > 10.1 && max < 10.5, `max ${max}`);
+});
+
+test("intervals that fit are shown whole, and negative means keep a negative axis", () => {
+  const set = { data: [{ x: 1, y: -5, yMin: -8, yMax: -2 }, { x: 2, y: 5, yMin: 2, yMax: 8 }] };
+  const { min, max } = loadCharts().yBounds([set], false);
+  assert.ok(min < -8 && max > 8, `${min} .. ${max}`);
 });

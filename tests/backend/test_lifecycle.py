@@ -496,10 +496,13 @@ def test_the_sweep_page_offers_clone_rerun_and_delete(alice, sweep_of, client_fo
     c = client_for(alice)
     html = c.get(f"/sweeps/{sweep.pk}/").content.decode()
     assert f'href="/sweeps/new/?from={sweep.pk}"' in html and f'href="/sweeps/{sweep.pk}/delete/"' in html
-    assert 'id="rerun-failed"' not in html  # nothing failed
+    # Nothing failed: the form is there for sweep.js to show when a trial fails, but hidden.
+    assert re.search(r'<form id="rerun-failed"[^>]* hidden>', html)
     fail(sweep.trials.first(), make_host("h1", {"netem": True}).host)
     html = c.get(f"/sweeps/{sweep.pk}/").content.decode()
-    assert 'id="rerun-failed"' in html and "Re-run 1 failed trial<" in html
+    assert re.search(r'<form id="rerun-failed"[^>]*"\s*>', html)  # shown
+    text = re.sub(r"<[^>]+>", "", html.split('id="rerun-failed"', 1)[1].split("</form>", 1)[0])
+    assert "Re-run 1 failed trial\n" in text + "\n"
 
 
 # --- re-run failed trials --------------------------------------------------------------------------

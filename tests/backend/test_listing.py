@@ -328,6 +328,32 @@ def test_experiment_list_costs_the_same_queries_for_10_or_60_rows(alice: Any, cl
     assert counts[0] == counts[1], counts
 
 
+def test_the_sweep_api_list_costs_the_same_queries_for_3_or_30_sweeps(
+    alice: Any, api_client_for: Any, make_host: Any
+) -> None:
+    """Issue 33: each listed sweep's progress was its own aggregate (plus its pending trials and the
+    hosts): ``/api/sweeps/`` saturated at 129 requests/s. Pending, running and finished trials and
+    a live host make every branch of the progress run."""
+    make_host("lab-1", {"netns": True, "link": True})
+    api = api_client_for(alice)
+    counts, bodies = [], []
+    for n in (3, 30):
+        while Sweep.objects.count() < n:
+            i = Sweep.objects.count()
+            sweep_with_trials(experiment(alice, f"s{i}"), name=f"s{i}", n_reps=1, cancelled=i % 7 == 3)
+        with CaptureQueriesContext(connection) as ctx:
+            r = api.get("/api/sweeps/?limit=100")
+        assert r.status_code == 200 and r.json()["count"] == n
+        counts.append(len(ctx.captured_queries))
+        bodies.append(r.json()["results"])
+    assert counts[0] == counts[1], counts
+    # The bulk progress is the one-sweep progress, field for field.
+    from experiments.services import progress
+
+    for row in bodies[1]:
+        assert row["progress"] == progress(Sweep.objects.get(pk=row["id"])), row["id"]
+
+
 # ---------------------------------------------------------------------------------------------
 # campaigns
 

@@ -103,4 +103,5 @@ def test_the_demo_writes_its_logs_0600_and_passes_the_host_token_by_environment(
     assert "token=sekrit-token" in logged  # the environment reached the process ...
     demo = (REPO / "scripts" / "demo.sh").read_text()
     worker_lines = [line for line in demo.splitlines() if "qoelab worker" in line or "sweep run" in line]
-    assert worker_lines and not any("--token" in line for line in worker_lines)  # ... argv does not
+    # ... argv does not (nor the broker URL, which carries the password of a Redis the lab started)
+    assert worker_lines and not any("--token" in line or "--broker" in line for line in worker_lines)

@@ -789,7 +789,7 @@ def test_a_live_page_says_plainly_that_live_sessions_are_unavailable(
 ) -> None:
     from ratings import campaigns, flow, invitations
 
-    c = campaigns.create_campaign(alice, name="live page", mode="live", sweep=sweep)
+    c = campaigns.create_campaign(alice, name="Pilot 7: bbr vs cubic", mode="live", sweep=sweep)
     c.status = "open"  # opened by hand: without a provider open_campaign refuses (tested above)
     c.save()
     ((ev, raw),) = invitations.invite(c, count=1)
@@ -797,6 +797,22 @@ def test_a_live_page_says_plainly_that_live_sessions_are_unavailable(
     page = client.get(f"/rate/{raw}/").content.decode()
     assert "Live sessions are not available on this deployment" in page
     assert 'id="live-session"' in page and 'id="rating-fields" disabled' in page
+    # Issue 33: evaluators read words meant for them: not the provider setting meant for the
+    # researcher, nor the campaign's internal name in the header.
+    assert "please tell the researcher" in page.lower() and "QOELAB_LIVE_SESSION_PROVIDER" not in page
+    assert "Pilot 7" not in page and "bbr vs cubic" not in page
+
+
+def test_a_recorded_page_asks_about_the_clicks_in_the_video_and_locks_in_its_own_words(
+    campaign: Any, invited: Any, client: Any
+) -> None:
+    from ratings import flow
+
+    ((ev, raw),) = invited(1)
+    flow.give_consent(ev)
+    page = client.get(f"/rate/{raw}/").content.decode()
+    assert "after each click in the video" in page and "after you clicked" not in page
+    assert "watched the reference and the case to rate" in page and "and the condition" not in page
 
 
 def test_table_4_2_gives_vm_mode_conditions_a_column_of_their_own(campaign: Any) -> None:

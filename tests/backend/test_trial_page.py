@@ -244,6 +244,26 @@ def test_flatten_gives_dotted_keys_with_units_from_their_names() -> None:
     assert [r["key"] for r in rows] == ["a", "b[0].x_s", "b[1].x_s"] and left_off == 3
 
 
+def test_flatten_gives_a_checks_numbers_and_a_statistics_dict_their_unit() -> None:
+    """Issue 33: the link check's ``checks[0].configured 9,653,333`` and ``measured.rtt_idle.mean
+    20.21`` had no unit."""
+    doc = {
+        "checks": [{"name": "tcp_down_bps", "configured": 9653333, "measured": 9.1e6, "tolerance": "-10 %"}],
+        "measured": {"rtt_idle": {"mean": 20.21, "max": 22.0, "count": 20}, "loss_down": {"mean": 0.5}},
+    }
+    units = {r["key"]: r["unit"] for r in trialpage.flatten(doc)[0]}
+    assert units == {
+        "checks[0].configured": "bit/s",
+        "checks[0].measured": "bit/s",
+        "checks[0].name": "",
+        "checks[0].tolerance": "",
+        "measured.rtt_idle.count": "",  # a count, not milliseconds
+        "measured.rtt_idle.max": "ms",
+        "measured.rtt_idle.mean": "ms",
+        "measured.loss_down.mean": "",  # nothing says its unit: none is made up
+    }
+
+
 def test_link_verification_and_provenance_are_tables_with_the_raw_json_behind_a_toggle(
     client_for, alice, units_job
 ) -> None:
@@ -282,7 +302,9 @@ def test_link_verification_and_provenance_are_tables_with_the_raw_json_behind_a_
         "vm.boot_to_ready_s": "9.23 s",
     }
     raw = re.findall(
-        r'<details class="raw-json"><summary>Raw JSON</summary><pre class="json">(.*?)</pre>', page, re.S
+        r'<details class="raw-json"><summary>Raw JSON</summary><pre class="json" tabindex="0">(.*?)</pre>',
+        page,
+        re.S,
     )
     assert len(raw) == 2
     assert "&quot;tcp_down_bps&quot;: 9500000.0" in raw[0] and "&quot;boot_to_ready_s&quot;: 9.23" in raw[1]
@@ -400,3 +422,21 @@ def test_a_failed_trials_page_shows_why_it_failed(client_for, alice, units_job) 
     assert "iperf3 exited 1: the server never listened" in page
     log = page.split("Attempt log", 1)[1].split("</details>", 1)[0]
     assert "attempt 1 on lab1, ended while running: iperf3 exited 1: the server never listened" in log, log
+
+
+def test_a_trials_log_is_readable_in_its_page(client_for, alice, units_job) -> None:
+    """Issue 33: logs could only be downloaded. A failed trial's log opens in the page; terminal
+    escapes do not reach it and a long log says where the rest is."""
+    trial = _sweep(alice, {"rate": ["1mbit"]}).trials.get()
+    type(trial).objects.filter(pk=trial.pk).update(status="running", attempts=1, host_name="lab1")
+    trial.refresh_from_db()
+    trial.mark_failed("x2go session did not start")
+    _artifact(trial, "log", "x2go.log", b"pyhoca: connecting\r\n\x1b[31mError: auth failed <script>\x1b[0m\n")
+    _artifact(trial, "log", "long.log", b"line\n" * 20000)
+    page = client_for(alice).get(f"/trials/{trial.pk}/").content.decode()
+    first = page.split('data-log="', 1)[1].split("</details>", 1)[0]
+    assert first.split(">", 1)[0].endswith(" open") or " open>" in first.split("<summary>", 1)[0]
+    assert "pyhoca: connecting\n\ufffd[31mError: auth failed &lt;script&gt;\ufffd[0m" in first
+    assert "\x1b" not in page and "<script>" not in first
+    second = page.split('data-log="', 2)[2].split("</details>", 1)[0]
+    assert "the first 64 KiB" in second and second.count("line\n") == 64 * 1024 // 5

@@ -110,3 +110,45 @@ def recorded_sweep(alice: Any, settings: Any, tmp_path: Path) -> Any:
         demo.add_video_artifact(trial, ref, reference=True)
         demo.add_video_artifact(trial, deg)
     return sweep
+
+
+@pytest.fixture
+def lab(alice: Any, recorded_sweep: Any) -> dict[str, Any]:
+    """A recorded sweep, one of its trials and a (not yet open) campaign made from it: what the
+    researcher's pages show."""
+    from ratings import campaigns
+
+    campaign = campaigns.create_campaign(alice, name="page check", sweep=recorded_sweep, seed=3)
+    return {"sweep": recorded_sweep, "trial": recorded_sweep.trials.first(), "campaign": campaign}
+
+
+@pytest.fixture
+def researcher_paths(lab: dict[str, Any]) -> list[str]:
+    """Every researcher page, one of each kind, for the checks that hold on all of them."""
+    sweep, trial, campaign = lab["sweep"], lab["trial"], lab["campaign"]
+    return [
+        "/",
+        f"/experiments/{sweep.experiment_id}/",
+        f"/sweeps/{sweep.pk}/",
+        f"/trials/{trial.pk}/",
+        "/sweeps/new/",
+        "/compare/?job_type=rd_qoe",
+        "/reproduce/",
+        "/campaigns/",
+        "/campaigns/new/",
+        f"/campaigns/{campaign.pk}/",
+        f"/campaigns/{campaign.pk}/results/",
+    ]
+
+
+@pytest.fixture
+def wait_for_charts() -> Any:
+    """``wait_for_charts(page, path)``: on a sweep page, until every chart has drawn (each figure
+    then says how many points it has); other pages need no wait."""
+
+    def wait(page: Any, path: str) -> None:
+        if path.startswith("/sweeps/") and path != "/sweeps/new/":
+            page.wait_for_function("() => [...document.querySelectorAll('figure[data-chart-url]')]"
+                                   ".every((f) => f.dataset.points !== undefined)")  # fmt: skip
+
+    return wait

@@ -234,7 +234,8 @@ def test_the_worker_drops_secrets_from_the_environment_its_trials_inherit():
 
     env = {"PATH": "/usr/bin", "QOELAB_SECRET_KEY": "k", "DATABASE_URL": "postgres://u:p@h/db",
            "QOELAB_HOST_TOKEN": "t", "REDIS_PASSWORD": "r", "MY_API_TOKEN": "x",
+           "QOELAB_BROKER_URL": "redis://:pw@h:1/0", "REDIS_URL": "redis://:pw@h:1/0",
            "QOELAB_WORKDIR": "/w"}  # fmt: skip
-    assert scrub_secrets(env) == ["DATABASE_URL", "MY_API_TOKEN", "QOELAB_HOST_TOKEN", "QOELAB_SECRET_KEY",
-                                  "REDIS_PASSWORD"]  # fmt: skip
+    assert scrub_secrets(env) == ["DATABASE_URL", "MY_API_TOKEN", "QOELAB_BROKER_URL", "QOELAB_HOST_TOKEN",
+                                  "QOELAB_SECRET_KEY", "REDIS_PASSWORD", "REDIS_URL"]  # fmt: skip
     assert env == {"PATH": "/usr/bin", "QOELAB_WORKDIR": "/w"}

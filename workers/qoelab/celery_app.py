@@ -187,7 +187,9 @@ def max_job_timeout() -> int | None:
 
 # Environment names a lab host's trials never need: the backend's secrets (a host sharing the
 # web server's environment) and the worker's own token, which the settings already hold.
-SECRET_NAMES = ("QOELAB_SECRET_KEY", "DATABASE_URL", "QOELAB_HOST_TOKEN", "QOELAB_API_TOKEN")
+# The broker URLs carry Redis's password where the lab started Redis (scripts/services.sh).
+SECRET_NAMES = ("QOELAB_SECRET_KEY", "DATABASE_URL", "QOELAB_HOST_TOKEN", "QOELAB_API_TOKEN",
+                "QOELAB_BROKER_URL", "REDIS_URL", "CELERY_BROKER_URL")  # fmt: skip
 SECRET_WORDS = ("SECRET", "PASSWORD", "PASSWD", "_TOKEN")
 
 

@@ -122,7 +122,9 @@ class SweepSerializer(serializers.ModelSerializer):
 
     @extend_schema_field(ProgressSerializer)
     def get_progress(self, obj: Sweep) -> dict[str, Any]:
-        return services.progress(obj)
+        # A list computes every sweep's progress at once (SweepViewSet.list); one sweep on its own.
+        known = self.context.get("progress", {})
+        return known[obj.pk] if obj.pk in known else services.progress(obj)
 
 
 class TrialSerializer(serializers.ModelSerializer):

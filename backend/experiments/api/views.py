@@ -169,6 +169,13 @@ class SweepViewSet(
             qs = qs.select_related(None).only("id", "job_type", "cancelled_at")
         return qs
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # The page's progress in a fixed number of queries, not two or more per sweep (issue 33).
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        assert page is not None  # DEFAULT_PAGINATION_CLASS is always set
+        context = {**self.get_serializer_context(), "progress": services.progress_many(page)}
+        return self.get_paginated_response(SweepSerializer(page, many=True, context=context).data)
+
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         try:
             sweep = services.create_sweep(request.data, request.user)

@@ -380,7 +380,7 @@ class SessionView(EvaluatorAPIView):
     def get(self, request: Request) -> Response:
         ev = self.evaluator(request)
         if not live.available():
-            return Response({"available": False, "detail": live.unavailable_reason()}, status=503)
+            return Response({"available": False, "detail": live.EVALUATOR_UNAVAILABLE}, status=503)
         slot = live.open_slot(ev)
         if slot is None or slot.state != "active":
             detail = (

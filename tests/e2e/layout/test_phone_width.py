@@ -36,16 +36,13 @@ OVERFLOW_JS = """(w) => {
 }"""
 
 
-@pytest.fixture
-def lab(alice: Any, recorded_sweep: Any) -> dict[str, Any]:
-    from ratings import campaigns
-
-    campaign = campaigns.create_campaign(alice, name="phone check", sweep=recorded_sweep, seed=3)
-    return {"sweep": recorded_sweep, "trial": recorded_sweep.trials.first(), "campaign": campaign}
-
-
 def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
-    live_server: Any, chromium: Any, alice: Any, lab: dict[str, Any], log_in: Any
+    live_server: Any,
+    chromium: Any,
+    alice: Any,
+    researcher_paths: list[str],
+    log_in: Any,
+    wait_for_charts: Any,
 ) -> None:
     context = chromium.new_context(viewport=PHONE, device_scale_factor=2, is_mobile=True, has_touch=True)
     page = context.new_page()
@@ -54,26 +51,10 @@ def test_every_researcher_page_fits_a_phone_and_keeps_its_navigation(
         assert page.evaluate(OVERFLOW_JS, PHONE["width"])["scroll"] <= PHONE["width"]
         log_in(page, live_server.url, alice)
         page.get_by_role("heading", name="Experiments").wait_for()
-        sweep, trial, campaign = lab["sweep"], lab["trial"], lab["campaign"]
-        pages = [
-            "/",
-            f"/experiments/{sweep.experiment_id}/",
-            f"/sweeps/{sweep.pk}/",
-            f"/trials/{trial.pk}/",
-            "/sweeps/new/",
-            "/compare/?job_type=rd_qoe",
-            "/reproduce/",
-            "/campaigns/",
-            "/campaigns/new/",
-            f"/campaigns/{campaign.pk}/",
-            f"/campaigns/{campaign.pk}/results/",
-        ]
-        for path in pages:
+        for path in researcher_paths:
             page.goto(live_server.url + path)
             page.wait_for_load_state("load")
-            if path.startswith("/sweeps/") and path != "/sweeps/new/":
-                page.wait_for_function("() => [...document.querySelectorAll('figure[data-chart-url]')]"
-                                       ".every((f) => f.dataset.points !== undefined)")  # fmt: skip
+            wait_for_charts(page, path)
             found = page.evaluate(OVERFLOW_JS, PHONE["width"])
             assert found["scroll"] <= PHONE["width"], f"{path} is {found['scroll']} px wide: {found['wide']}"
             nav = page.get_by_role("navigation", name="Main")

@@ -181,3 +181,62 @@ def test_clone_a_sweep_into_the_form_and_rerun_its_failed_trials(
     assert [e.get("kind") for e in first.attempt_log][-1] == "rerun"
     assert sweep.trials.filter(status=TrialStatus.FAILED).count() == 0
     assert page.qoelab_problems == []
+
+
+def succeed(trial: Any, host: Any) -> None:
+    trial.mark_queued(host)
+    trial.mark_running(host)
+    trial.mark_succeeded(host_id=host.pk)
+
+
+def test_a_rerun_right_after_the_page_loaded_leaves_the_page_live(
+    live_server: Any, chromium_page: Any, alice: Any, make_host: Any, settings: Any
+) -> None:
+    """Issue 33: clicking Re-run within the progress cache's second of a page load left the new page
+    at "finished", Cancel hidden and polling stopped, while the trials ran again. Here the cache keeps
+    an answer for a minute, so only dropping it on the re-run can make the page right."""
+    settings.QOELAB_PROGRESS_CACHE_S = 60
+    sweep = make_sweep(alice, name="finished with failures")
+    host = make_host("lab-1", {"netns": True, "iperf3": True, "link": True}, alive=False).host
+    trials = list(sweep.trials.order_by("index"))
+    for t in trials[:2]:
+        fail(t, host)
+    for t in trials[2:]:
+        succeed(t, host)
+    page = chromium_page
+    log_in(page, live_server.url, alice)
+    progress = re.compile(rf"/api/sweeps/{sweep.pk}/progress/")
+    with page.expect_response(progress):  # the page's first poll: "finished" is now in the cache
+        page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
+    expect(page.locator("#progress")).to_have_attribute("data-state", "finished")
+    expect(page.locator("#cancel-sweep")).to_have_count(0)  # a finished sweep offers no cancel
+
+    page.get_by_role("button", name="Re-run 2 failed trials").click()
+    page.wait_for_url(f"{live_server.url}/sweeps/{sweep.pk}/")
+    for _ in range(2):  # two polls of the new page (a stale "finished" twice would stop the polling)
+        with page.expect_response(progress):
+            pass
+    expect(page.locator("#progress")).not_to_have_attribute("data-state", "finished")
+    expect(page.get_by_role("button", name="Cancel sweep")).to_be_visible()
+    expect(page.locator('[data-field="eta"]')).not_to_have_text("finished")
+    assert page.qoelab_problems == []
+
+
+def test_failures_that_come_in_while_the_page_is_open_offer_their_rerun(
+    live_server: Any, chromium_page: Any, alice: Any, make_host: Any
+) -> None:
+    """Issue 33: the Re-run button appeared only after a reload."""
+    sweep = make_sweep(alice, name="running")
+    host = make_host("lab-1", {"netns": True, "iperf3": True, "link": True}, alive=False).host
+    page = chromium_page
+    log_in(page, live_server.url, alice)
+    page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
+    expect(page.get_by_role("button", name=re.compile("Re-run"))).to_have_count(0)
+    first, second, *_ = sweep.trials.order_by("index")
+    fail(first, host)
+    expect(page.get_by_role("button", name="Re-run 1 failed trial", exact=True)).to_be_visible(timeout=15_000)
+    fail(second, host)
+    expect(page.get_by_role("button", name="Re-run 2 failed trials")).to_be_visible(timeout=15_000)
+    page.get_by_role("button", name="Re-run 2 failed trials").click()
+    expect(page.get_by_role("status").first).to_contain_text("2 failed trials re-queued")
+    assert page.qoelab_problems == []
