@@ -95,5 +95,8 @@ def view_reference() -> Callable[[Any, str, str, int], None]:
                 has_text="Reference done" if n == screens - 1 else f"Pages done: {n + 1}"
             ).wait_for(timeout=15_000)
         assert page.evaluate(FIELDS_DISABLED) is True, "the form must wait for the remote desktop too"
+        # Issue 33: the remote desktop sat a screen's height below the done reference; the
+        # reference's frame now folds away and the desktop takes its place.
+        page.locator("iframe[data-role='reference']").wait_for(state="hidden")
 
     return steps

@@ -41,6 +41,9 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
     refStatus.textContent = refDone()
       ? "Reference done ✓ Now use the remote desktop below."
       : "Click the pink NEXT button on each page. Pages done: " + refSeen + " of " + required + ".";
+    // Done: the reference's 800×600 frame folds away (rate.css), so the remote desktop takes its
+    // place instead of sitting a screen's height further down.
+    box.dataset.referenceDone = String(refDone());
   }
   if (frame) {
     frame.addEventListener("load", () => {
@@ -160,6 +163,8 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
     }
     connecting = true;
     box.dataset.client = session.client;
+    // Its turn: bring the remote desktop into view (it was below the fold, issue 33).
+    clientBox.scrollIntoView({ block: "start" });
     if (session.note) box.querySelector("[data-role='note']").textContent = session.note;
     setStatus("Connecting to the remote desktop…");
     // x2go-view: noVNC on the X2Go client's display (a local view).
