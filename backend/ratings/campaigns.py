@@ -395,14 +395,24 @@ def artifact_usable(artifact: Artifact | None) -> bool:
         return False
 
 
+NO_RECORDINGS = "no recordings (neither the case nor its reference): its trial did not record"
+HOW_TO_RECORD = (
+    "make the campaign from an rd_qoe sweep run with record: true (the Reproduce page's Table 4.2 "
+    "preset is one), or clone this sweep, add record: true to its fixed parameters and run it"
+)
+
+
 def condition_problems(campaign: Campaign, condition: Condition) -> list[str]:
     """What this condition lacks for the campaign's mode (empty when it can be rated)."""
     problems = []
     if campaign.mode == CampaignMode.RECORDED:
-        if not artifact_usable(condition.recording):
-            problems.append("no recording for this condition yet")
-        if not artifact_usable(condition.reference):
-            problems.append("no reference recording for this condition yet")
+        case, reference = artifact_usable(condition.recording), artifact_usable(condition.reference)
+        if not case and not reference:
+            problems.append(NO_RECORDINGS)
+        elif not case:
+            problems.append("no recording of the case to rate yet")
+        elif not reference:
+            problems.append("no reference recording yet")
     elif condition.kind != ConditionKind.GOLD and not condition.params.get("protocol"):
         problems.append("no protocol: a live session needs to know which remote desktop to start")
     elif condition.params.get("server") == "vm":
@@ -425,9 +435,23 @@ def readiness_problems(campaign: Campaign) -> list[dict[str, str]]:
     for kind in (ConditionKind.TRAINING_BEST, ConditionKind.TRAINING_WORST):
         if kind not in kinds:
             errors.append({"field": "conditions", "message": f"no {ConditionKind(kind).label}"})
-    for c in conds:
-        for p in condition_problems(campaign, c):
-            errors.append({"field": f"conditions.{c.pk}", "message": f"{c.label}: {p}"})
+    found = [(c, p) for c in conds for p in condition_problems(campaign, c)]
+    unrecorded = {c.pk for c, p in found if p == NO_RECORDINGS}
+    normal = [c.pk for c in conds if c.kind == ConditionKind.NORMAL]
+    if normal and unrecorded >= set(normal):
+        # The sweep did not record at all: one sentence that says how to get recordings, not two
+        # per condition that never do (issue 33).
+        source = f"sweep {campaign.sweep.name!r}" if campaign.sweep_id else "the sweep"
+        errors.append({
+            "field": "conditions",
+            "message": f"none of the conditions has a recording: {source} did not record its trials; "
+            + HOW_TO_RECORD,
+        })  # fmt: skip
+        found = [(c, p) for c, p in found if p != NO_RECORDINGS]
+    for c, p in found:
+        errors.append({"field": f"conditions.{c.pk}", "message": f"{c.label}: {p}"})
+    if any(p == NO_RECORDINGS for _, p in found):
+        errors.append({"field": "conditions", "message": "to get the missing recordings, " + HOW_TO_RECORD})
     if campaign.mode == CampaignMode.LIVE and not live.available():
         errors.append({"field": "mode", "message": live.unavailable_reason()})
     return errors

@@ -167,7 +167,7 @@ def record_screen(
         raise FlowError(f"index must be from 0 to {need - 1}", 400)
     problems = condition_problems(campaign, condition)
     if problems:
-        raise FlowError(problems[0].capitalize() + "; this condition cannot be rated now.", 409)
+        raise FlowError(problems[0].capitalize() + "; this case cannot be rated now.", 409)
     if stage == Stage.DEGRADED and not form_state(evaluator, condition)["reference_done"]:
         raise FlowError("Please go through the reference first, then the condition to rate.", 409)
     if campaign.mode == CampaignMode.LIVE and stage == Stage.DEGRADED:
@@ -239,7 +239,7 @@ def submit_ratings(evaluator: Evaluator, condition_id: int, scores: Any) -> Subm
         values = validate_scores(ev.campaign, scores)
         state = form_state(ev, condition)
         if state["problems"]:
-            raise FlowError(state["problems"][0].capitalize() + "; this condition cannot be rated now.", 409)
+            raise FlowError(state["problems"][0].capitalize() + "; this case cannot be rated now.", 409)
         if not (state["reference_done"] and state["degraded_done"]):
             raise FlowError(_not_seen_yet(ev.campaign, state), 409)
         if state["delivery_problem"]:

@@ -157,7 +157,11 @@ def test_a_campaign_cannot_open_until_every_condition_has_its_recordings(alice: 
     with pytest.raises(campaigns.CampaignError) as err:
         campaigns.open_campaign(c)
     messages = [e["message"] for e in err.value.errors]
-    assert any(m == "vnc · 1mbit · 10ms: no recording for this condition yet" for m in messages)
+    # Issue 33: two lines per condition, and none said how to get recordings. Now one, with the fix.
+    unrecorded = [m for m in messages if "record" in m]
+    assert len(unrecorded) == 1, messages
+    assert unrecorded[0].startswith("none of the conditions has a recording: sweep ")
+    assert "did not record its trials" in unrecorded[0] and "record: true" in unrecorded[0]
     c.refresh_from_db()
     assert c.status == CampaignStatus.DRAFT
 
@@ -583,9 +587,9 @@ def test_a_condition_without_recording_cannot_be_rated(campaign: Any, invited: A
     cond = c.get("/api/rate/state/").json()["condition"]["id"]
     Condition.objects.filter(pk=cond).update(recording=None)
     state = c.get("/api/rate/state/").json()["condition"]["form"]
-    assert state["problems"] == ["no recording for this condition yet"] and not state["enabled"]
+    assert state["problems"] == ["no recording of the case to rate yet"] and not state["enabled"]
     r = c.post("/api/rate/screens/", {"condition": cond, "stage": "reference", "index": 0}, format="json")
-    assert r.status_code == 409 and "No recording for this condition yet" in r.json()["detail"]
+    assert r.status_code == 409 and "No recording of the case to rate yet; this case" in r.json()["detail"]
 
 
 # ---------------------------------------------------------------------------------------------

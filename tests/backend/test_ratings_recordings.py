@@ -150,6 +150,8 @@ def test_a_recorded_campaign_without_recordings_names_what_is_missing(alice: Any
     campaign = campaigns.create_campaign(alice, name="no videos", sweep=sweep, mode="recorded", seed=3)
     with pytest.raises(campaigns.CampaignError) as err:
         campaigns.open_campaign(campaign)
-    messages = " ".join(e["message"] for e in err.value.errors)
-    assert "no recording for this condition yet" in messages
-    assert "no reference recording" in messages
+    messages = [e["message"] for e in err.value.errors]
+    assert [m for m in messages if "record" in m] == [
+        f"none of the conditions has a recording: sweep {sweep.name!r} did not record its trials; "
+        + campaigns.HOW_TO_RECORD
+    ]
