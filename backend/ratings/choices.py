@@ -66,6 +66,9 @@ DEFAULT_ASPECTS: tuple[tuple[str, str], ...] = (
 )
 # A recorded campaign's evaluator only watches: of the four, only what a viewer can judge.
 RECORDED_ASPECTS: tuple[str, ...] = ("screen_response", "image_clarity")
+# A live campaign's evaluator clicks through the workload pages and types nothing (issue 33: the
+# keyboard question was asked anyway): of the four, what clicking pages lets them judge.
+LIVE_ASPECTS: tuple[str, ...] = ("screen_response", "mouse_response", "image_clarity")
 # Aspects that need the evaluator's own hand on the mouse or keyboard (live mode).
 HANDS_ON_ASPECTS: frozenset[str] = frozenset({"mouse_response", "keyboard_response"})
 # What each default aspect asks, in plain language for the form.

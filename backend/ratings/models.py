@@ -16,6 +16,7 @@ from qoelab_web.tokens import hash_token  # noqa: F401 (evaluator links are stor
 from ratings.choices import (
     DEFAULT_ASPECTS,
     HANDS_ON_ASPECTS,
+    LIVE_ASPECTS,
     RECORDED_ASPECTS,
     SCORE_MAX,
     SCORE_MIN,
@@ -30,8 +31,9 @@ from ratings.choices import (
 
 
 def default_aspects(mode: str | None = None) -> list[dict[str, str]]:
-    """The thesis' four aspects (live mode), or the two a viewer can judge (recorded mode)."""
-    keep = RECORDED_ASPECTS if mode == CampaignMode.RECORDED else tuple(k for k, _ in DEFAULT_ASPECTS)
+    """Of the thesis' four aspects, what this mode's evaluator can judge: the three a live session's
+    clicking exercises (nothing is typed), or the two a viewer can judge (recorded mode)."""
+    keep = RECORDED_ASPECTS if mode == CampaignMode.RECORDED else LIVE_ASPECTS
     return [{"key": k, "label": label} for k, label in DEFAULT_ASPECTS if k in keep]
 
 
@@ -67,7 +69,12 @@ class Campaign(models.Model):
     def aspect_warnings(self) -> list[str]:
         """Aspects this mode's evaluators cannot judge (kept: the researcher chose them)."""
         if self.mode != CampaignMode.RECORDED:
-            return []
+            return [
+                f"'{a['label']}': the live session's pages have nothing to type (the evaluator only "
+                "clicks NEXT), so its answers cannot rate typing."
+                for a in self.aspects
+                if a["key"] == "keyboard_response"
+            ]
         return [
             f"'{a['label']}' needs the evaluator's own hand on the mouse or keyboard; in a recorded "
             "campaign they only watch, so its answers rate the video, not the response."

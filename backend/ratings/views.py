@@ -23,7 +23,14 @@ from experiments import jobtypes
 from experiments.lifecycle import parse_archived
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
 from ratings import analysis, campaigns, delivery, invitations, live
-from ratings.choices import DEFAULT_ASPECTS, RECORDED_ASPECTS, CampaignMode, CampaignStatus, ConditionKind
+from ratings.choices import (
+    DEFAULT_ASPECTS,
+    LIVE_ASPECTS,
+    RECORDED_ASPECTS,
+    CampaignMode,
+    CampaignStatus,
+    ConditionKind,
+)
 from ratings.models import Campaign, Condition, Evaluator
 
 RECORDED_LABELS = [label for key, label in DEFAULT_ASPECTS if key in RECORDED_ASPECTS]
@@ -47,7 +54,8 @@ class CampaignForm(forms.Form):
         label="Aspects to rate",
         help_text="One per line, in the order evaluators see them. Empty: the mode's default — recorded: "
         f"{' and '.join(RECORDED_LABELS)} (a viewer cannot judge mouse or keyboard response); live: "
-        f"the thesis' four ({', '.join(label for _, label in DEFAULT_ASPECTS)}).",
+        f"{', '.join(label for key, label in DEFAULT_ASPECTS if key in LIVE_ASPECTS)} (the live pages have "
+        "nothing to type, so not keyboard response).",
     )
     screens_per_condition = forms.IntegerField(
         required=False,

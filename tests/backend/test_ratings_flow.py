@@ -215,8 +215,14 @@ def test_each_mode_gets_the_aspects_and_stimulus_count_its_evaluators_really_hav
     from ratings import campaigns
 
     live = campaigns.create_campaign(alice, name="live", mode="live", sweep=sweep)
-    assert live.aspect_keys == ["screen_response", "mouse_response", "keyboard_response", "image_clarity"]
+    # Issue 33: the live pages have nothing to type, so keyboard response is not asked by default.
+    assert live.aspect_keys == ["screen_response", "mouse_response", "image_clarity"]
     assert live.screens_per_condition == 5 and live.aspect_warnings == []
+    typed = campaigns.create_campaign(
+        alice, name="typed", mode="live", sweep=sweep, aspects=["Keyboard response time", "Image clarity"]
+    )
+    assert typed.aspect_keys == ["keyboard_response", "image_clarity"]  # kept: the researcher chose it
+    assert len(typed.aspect_warnings) == 1 and "nothing to type" in typed.aspect_warnings[0]
     # A recorded campaign may still ask about the mouse: kept, with a warning on the page and in the API.
     chosen = campaigns.create_campaign(
         alice, name="rec", sweep=sweep, aspects=["Screen response time", "Mouse response time"]

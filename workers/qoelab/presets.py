@@ -162,8 +162,9 @@ CH4: tuple[Preset, ...] = (
         report="ch4",
         figure="Table 4.2",
         title="DCR at 1 Mbit/s",
-        description="Live DCR ratings of screen, mouse and keyboard response and image clarity at "
-        "1 Mbit/s with 10, 100 and 200 ms one-way delay (ITU-T P.910)",
+        description="Live DCR ratings of screen and mouse response and image clarity at 1 Mbit/s with "
+        "10, 100 and 200 ms one-way delay (ITU-T P.910); the thesis' keyboard response is not asked, "
+        "the live pages have nothing to type",
         kind="campaign",
         grids={
             "quick": {"protocol": PROTOCOLS, "delay": ["10ms", "200ms"]},
