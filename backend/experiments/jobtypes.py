@@ -7,15 +7,17 @@ from the same declaration the worker runs; nothing here is stored in the databas
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from qoelab.jobs.base import JobType
 
 
+@functools.cache
 def registry() -> dict[str, JobType]:
-    # Imported on use: the job modules import runners' dependencies, which Django start-up
-    # (migrate, check) does not need.
+    # Imported on first use: the job modules import runners' dependencies, which Django start-up
+    # (migrate, check) does not need. Cached: a listed page asks once per sweep.
     from qoelab import jobs
 
     return jobs.REGISTRY

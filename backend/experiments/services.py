@@ -175,6 +175,10 @@ def progress(sweep: Sweep) -> dict[str, Any]:
     return progress_many([sweep])[sweep.pk]
 
 
+# Read once: the enum's ``values`` property builds a new list at each call (100 per listed page).
+_STATUSES: tuple[str, ...] = tuple(TrialStatus.values)
+
+
 def progress_many(sweeps: Iterable[Sweep]) -> dict[int, dict[str, Any]]:
     """``progress`` of each sweep, in a number of queries that does not grow with their number
     (the sweep list showed 100 sweeps with 100+ queries, issue 33): one aggregate grouped by sweep,
@@ -188,7 +192,7 @@ def progress_many(sweeps: Iterable[Sweep]) -> dict[int, dict[str, Any]]:
         .order_by()
         .values("sweep_id")
         .annotate(
-            **{f"n_{s}": Count("id", filter=Q(status=s)) for s in TrialStatus.values},
+            **{f"n_{s}": Count("id", filter=Q(status=s)) for s in _STATUSES},
             mean=Avg(
                 ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField()),
                 filter=timed,
@@ -196,7 +200,7 @@ def progress_many(sweeps: Iterable[Sweep]) -> dict[int, dict[str, Any]]:
         )
     )
     aggs = {r["sweep_id"]: r for r in rows}
-    empty = {**{f"n_{s}": 0 for s in TrialStatus.values}, "mean": None}
+    empty = {**{f"n_{s}": 0 for s in _STATUSES}, "mean": None}
     pending_ids = [
         s.pk for s in sweeps if aggs.get(s.pk, empty)[f"n_{TrialStatus.PENDING}"] and not s.is_cancelled
     ]
@@ -213,7 +217,7 @@ def progress_many(sweeps: Iterable[Sweep]) -> dict[int, dict[str, Any]]:
     out = {}
     for sweep in sweeps:
         agg = aggs.get(sweep.pk, empty)
-        counts = {s: agg[f"n_{s}"] for s in TrialStatus.values}
+        counts = {s: agg[f"n_{s}"] for s in _STATUSES}
         total = sum(counts.values())
         done = sum(counts[s] for s in TERMINAL)
         remaining = total - done

@@ -494,14 +494,10 @@ def markdown(results: list[CaseResult], command: str) -> str:
 
 
 def write_docs(table: str) -> None:
-    doc = ROOT / "docs" / "rd-analysis.md"
-    text = doc.read_text()
-    begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
-    if begin not in text or end not in text:
-        raise SystemExit(f"{doc} lacks the {begin} / {end} markers")
-    head, rest = text.split(begin, 1)
-    _, tail = rest.split(end, 1)
-    doc.write_text(f"{head}{begin}\n{table}\n{end}{tail}")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from docblock import write_block
+
+    write_block(ROOT / "docs" / "rd-analysis.md", "<!-- bench:begin -->", "<!-- bench:end -->", table)
 
 
 def _on_sigterm(main_pid: int):

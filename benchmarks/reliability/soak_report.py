@@ -5,10 +5,14 @@ from __future__ import annotations
 import collections
 import re
 import statistics
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soak_census import BASE, CATEGORIES, KINDS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: docblock
+from docblock import write_block  # noqa: E402
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
 BEGIN, END = "<!-- kill-soak:begin -->", "<!-- kill-soak:end -->"
@@ -249,9 +253,7 @@ markers, X2Go session files and stale X locks, `x2go_db` sessions listed in X2Go
 {result["reading"]}
 
 {FINDINGS}"""
-    text = DOCS.read_text()
-    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    DOCS.write_text(text[:start] + "\n" + body.strip() + "\n" + text[end:])
+    write_block(DOCS, BEGIN, END, body.strip())
 
 
 def reading(result: dict[str, Any]) -> str:

@@ -38,6 +38,7 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
+from docblock import write_block  # noqa: E402
 from stack import PrivatePostgres, PrivateStack  # noqa: E402
 
 DOC = ROOT / "docs" / "reliability.md"
@@ -256,9 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     table = markdown(result)
     print(table)
     if args.write_docs:
-        text = DOC.read_text()
-        head, rest = text.split(BEGIN, 1)
-        DOC.write_text(f"{head}{BEGIN}\n{table}\n{END}{rest.split(END, 1)[1]}")
+        write_block(DOC, BEGIN, END, table)
     bad = sum(
         w["stored"]["lost"] + w["stored"]["doubled"] + w["stored"]["partial"]
         for w in result["waves"].values()

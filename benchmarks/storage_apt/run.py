@@ -30,7 +30,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from qoelab import findings, jobs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: docblock
+from docblock import write_block  # noqa: E402
+
+from qoelab import findings, jobs  # noqa: E402
 from qoelab.findings.base import fmt_num, mean_ci
 from qoelab.hostfacts import run_facts
 from qoelab.jobs.base import TrialContext
@@ -187,13 +190,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     text = report(rows)
     print(text)
     if args.write_doc:
-        doc = DOC.read_text()
-        BEGIN, END = f"<!-- {args.marker}:begin -->", f"<!-- {args.marker}:end -->"
-        if BEGIN not in doc or END not in doc:
-            print(f"{DOC}: the markers {BEGIN} and {END} are missing", file=sys.stderr)
-            return 1
-        head, rest = doc.split(BEGIN, 1)
-        DOC.write_text(head + BEGIN + "\n" + text.rstrip() + "\n" + END + rest.split(END, 1)[1])
+        marker = args.marker
+        write_block(DOC, f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->", text.rstrip())
     return 0
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "workers"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+from docblock import write_block  # noqa: E402
 
 from qoelab.findings.base import Stat, mean_ci  # noqa: E402
 
@@ -226,9 +228,4 @@ def render(path: Path) -> str:
 
 
 def write_doc(doc: Path, text: str) -> None:
-    body = doc.read_text()
-    if BEGIN not in body or END not in body:
-        raise SystemExit(f"{doc}: the markers {BEGIN} and {END} are missing")
-    head, rest = body.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    doc.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+    write_block(doc, BEGIN, END, text.rstrip("\n"))

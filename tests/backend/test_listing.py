@@ -5,11 +5,13 @@ a page costs the same queries whatever the number of rows."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -348,10 +350,44 @@ def test_the_sweep_api_list_costs_the_same_queries_for_3_or_30_sweeps(
         bodies.append(r.json()["results"])
     assert counts[0] == counts[1], counts
     # The bulk progress is the one-sweep progress, field for field.
+    from experiments.api.serializers import SweepSerializer
     from experiments.services import progress
 
-    for row in bodies[1]:
-        assert row["progress"] == progress(Sweep.objects.get(pk=row["id"])), row["id"]
+    Sweep.objects.filter(pk=bodies[1][0]["id"]).update(cancelled_at=timezone.now())
+    for row in api.get("/api/sweeps/?limit=100").json()["results"]:
+        sweep = Sweep.objects.get(pk=row["id"])
+        assert row["progress"] == progress(sweep), row["id"]
+        # The list's direct representation is DRF's generic one, field for field (time zones too).
+        generic = super(SweepSerializer, SweepSerializer(sweep)).to_representation(sweep)
+        assert row == json.loads(json.dumps(generic, cls=DjangoJSONEncoder)), row["id"]
+
+
+def test_experiment_list_counts_each_experiments_trials_and_the_newest_sweeps(
+    alice: Any, client_for: Any
+) -> None:
+    """Issue 33: the counts are taken for the page's experiments (and the ten newest sweeps) after
+    the cut, not for the whole lab before it; they must still be each one's own."""
+    exps = [experiment(alice, f"e{i}") for i in range(3)]
+    sweeps = [sweep_with_trials(exps[0], "a", n_reps=1), sweep_with_trials(exps[0], "b", n_reps=2)]
+    sweeps.append(sweep_with_trials(exps[1], "c", n_reps=1, cancelled=True))
+    html = client_for(alice).get("/").content.decode()
+    terminal = [TrialStatus.SUCCEEDED, TrialStatus.FAILED, TrialStatus.CANCELLED]
+    for exp in exps:
+        trials = Trial.objects.filter(sweep__experiment=exp)
+        n, done = trials.count(), trials.filter(status__in=terminal).count()
+        failed = trials.filter(status=TrialStatus.FAILED).count()
+        row = re.search(rf'/experiments/{exp.pk}/">.*?</tr>', html, re.S)
+        assert row, exp.name
+        text = re.sub(r"<[^>]+>", "", row.group(0))
+        assert f'<td class="num">{exp.sweeps.count()}</td>' in row.group(0)
+        if n:
+            assert f"{done} / {n} trials done" in text and (f"{failed} failed" in text) == bool(failed)
+        else:
+            assert "trials done" not in text
+    for sweep in sweeps:
+        trials = sweep.trials.all()
+        ended = trials.filter(status__in=terminal).count()
+        assert f"{ended} / {trials.count()} ended" in html, sweep.name
 
 
 # ---------------------------------------------------------------------------------------------

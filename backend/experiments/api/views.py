@@ -32,6 +32,12 @@ from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from results.services import aggregate
 
+LISTED_SWEEP_FIELDS = (
+    *(f.name for f in Sweep._meta.concrete_fields),
+    "experiment__name",
+    "created_by__username",
+)
+
 
 def _owned(qs: QuerySet, user: Any, owner_path: str) -> QuerySet:
     if not user.is_authenticated:  # only while drf-spectacular inspects the views
@@ -165,6 +171,9 @@ class SweepViewSet(
             qs = qs.filter(experiment_id=exp)
         if self.action == "list":  # a sweep of an archived experiment stays reachable by its id
             qs = _archived(qs, self.request, "experiment__archived_at")
+            # What SweepSerializer reads of the joined rows: whole user and experiment rows cost
+            # model building per sweep on a 100-sweep page (issue 33).
+            qs = qs.only(*LISTED_SWEEP_FIELDS)
         if self.action == "progress":  # polled by every open sweep page: read only what it needs
             qs = qs.select_related(None).only("id", "job_type", "cancelled_at")
         return qs
