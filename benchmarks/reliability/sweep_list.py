@@ -109,12 +109,13 @@ for path in {paths!r}:
     with CaptureQueriesContext(connection) as ctx:
         r = c.get(path, HTTP_ACCEPT=accept)
     assert r.status_code == 200, (path, r.status_code)
+    queries = len(ctx.captured_queries)  # now: the next request's start empties the log it reads
     took = []
     for _ in range(30):
         t = time.perf_counter()
         c.get(path, HTTP_ACCEPT=accept)
         took.append((time.perf_counter() - t) * 1e3)
-    print(path, len(ctx.captured_queries), round(statistics.median(took), 1))
+    print(path, queries, round(statistics.median(took), 1))
 """
 
 
@@ -208,7 +209,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=Path(__file__).with_name("sweep-list-last-run.json"))
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--marker", default="sweep-list", help="the doc block to write (default sweep-list)")
+    ap.add_argument("--report", action="store_true", help="render --json again; measure nothing")
     args = ap.parse_args(argv)
+    if args.report:
+        result = json.loads(args.json.read_text())
+    else:
+        result = measure(args)
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    table = markdown(result)
+    print(table)
+    if args.write_docs:
+        write_block(DOC, f"<!-- {args.marker}:begin -->", f"<!-- {args.marker}:end -->", table)
+    return 0
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Grow the lab size by size and load each target at each rate; the result as committed."""
     sizes = sorted(int(s) for s in args.sizes.split(","))
     rates = [float(r) for r in args.rates.split(",")]
     load_at_start = [round(x, 2) for x in os.getloadavg()]
@@ -250,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{count} sweeps: {rows[-1]}", flush=True)
             results.append({"sweeps": int(count), "cells": rows})
     commit = os.popen(f"git -C {ROOT} describe --always --dirty --abbrev=12").read().strip()
-    result = {
+    return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "commit": commit,
         "command": " ".join([".venv/bin/python", "benchmarks/reliability/sweep_list.py", *sys.argv[1:]]),
@@ -266,12 +282,6 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": args.seconds,
         "sizes": results,
     }
-    args.json.write_text(json.dumps(result, indent=2) + "\n")
-    table = markdown(result)
-    print(table)
-    if args.write_docs:
-        write_block(DOC, f"<!-- {args.marker}:begin -->", f"<!-- {args.marker}:end -->", table)
-    return 0
 
 
 if __name__ == "__main__":

@@ -49,3 +49,20 @@ def test_the_vose_block_is_what_its_results_give():
     assert block(REPO / "docs" / "vose.md", report.BEGIN, report.END) == expected, (
         "docs/vose.md's block is stale: .venv/bin/python benchmarks/vose/run.py --report --write-doc"
     )
+
+
+def test_the_sweep_list_blocks_are_what_their_results_give():
+    bench = load("sweep_list_benchmark", REPO / "benchmarks" / "reliability" / "sweep_list.py")
+    for marker, results in (
+        ("sweep-list", "sweep-list-last-run.json"),
+        ("sweep-list-before", "sweep-list-before.json"),
+    ):
+        path = REPO / "benchmarks" / "reliability" / results
+        expected = bench.markdown(json.loads(path.read_text()))
+        assert block(
+            REPO / "docs" / "reliability.md", f"<!-- {marker}:begin -->", f"<!-- {marker}:end -->"
+        ) == (expected), (
+            f"docs/reliability.md's {marker} block is stale: .venv/bin/python "
+            f"benchmarks/reliability/sweep_list.py --report --json benchmarks/reliability/{results} "
+            f"--write-docs --marker {marker}"
+        )
