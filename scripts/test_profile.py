@@ -1,0 +1,112 @@
+"""Where the suite's time goes: the steps of scripts/test.sh and pytest's tests by area (issue 34).
+
+Reads what ``make test`` leaves in test-results/: ``steps.tsv`` (each static step's seconds, written
+by scripts/test.sh) and ``junit.xml`` (pytest's, each test's setup + call + teardown). A test's area
+is the folder it lives in; a module-scoped fixture's start-up counts in the first test that uses it.
+
+    .venv/bin/python scripts/test_profile.py              # the tables, as markdown
+    .venv/bin/python scripts/test_profile.py --slowest 50 --results /tmp/ci1/main/test-results
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import xml.etree.ElementTree as ET
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# First match wins: a test module's dotted name (junit's classname) by prefix.
+AREAS: tuple[tuple[str, str], ...] = (
+    ("tests.e2e.", "Playwright (browser pages)"),
+    ("tests.workers.vm.", "VM guests (QEMU)"),
+    ("tests.workers.rd.", "remote-desktop sessions (namespaces)"),
+    ("tests.workers.emulation.", "link emulation (namespaces)"),
+    ("tests.workers.storage.", "storage (namespaces, guests)"),
+    ("tests.workers.thinclient.", "thin-client TCP"),
+    ("tests.workers.apt.", "storage APT"),
+    ("tests.integration.", "Celery integration"),
+    ("tests.backend.", "backend (Django, PostgreSQL)"),
+    ("tests.workers.", "worker library, other"),
+    ("tests.", "repository checks"),
+)
+
+
+@dataclass
+class Case:
+    name: str
+    area: str
+    seconds: float
+    outcome: str
+
+
+def area_of(classname: str) -> str:
+    return next((area for prefix, area in AREAS if classname.startswith(prefix)), "other")
+
+
+def read_cases(junit: Path) -> tuple[list[Case], float]:
+    """Every test case and pytest's own wall time (the testsuite's ``time``)."""
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+    cases = []
+    for tc in root.iter("testcase"):
+        outcome = "passed"
+        for tag in ("failure", "error", "skipped"):
+            if tc.find(tag) is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
+        classname, seconds = tc.get("classname", ""), float(tc.get("time", 0))
+        cases.append(Case(f"{classname}::{tc.get('name')}", area_of(classname), seconds, outcome))
+    return cases, sum(float(s.get("time", 0)) for s in suites)
+
+
+def read_steps(path: Path) -> list[tuple[str, float]]:
+    if not path.exists():
+        return []
+    rows = (line.split("\t") for line in path.read_text().splitlines() if "\t" in line)
+    return [(name, float(seconds)) for name, seconds in rows]
+
+
+def minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
+
+
+def markdown(cases: list[Case], pytest_wall: float, steps: list[tuple[str, float]], slowest: int) -> str:
+    by_area: dict[str, list[Case]] = defaultdict(list)
+    for case in cases:
+        by_area[case.area].append(case)
+    summed = sum(c.seconds for c in cases)
+    lines = ["| step or area | tests | time | share of pytest |", "|---|---|---|---|"]
+    lines += [f"| {name} | | {minutes(seconds)} | |" for name, seconds in steps]
+    for area, group in sorted(by_area.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
+        t = sum(c.seconds for c in group)
+        lines.append(f"| {area} | {len(group)} | {minutes(t)} | {100 * t / summed:.0f} % |")
+    outcomes = defaultdict(int)
+    for case in cases:
+        outcomes[case.outcome] += 1
+    counted = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+    lines.append(f"| **pytest wall time** | {len(cases)} ({counted}) | {minutes(pytest_wall)} | |")
+    lines += ["", f"The {slowest} slowest tests:", "", "| test | area | time |", "|---|---|---|"]
+    for case in sorted(cases, key=lambda c: -c.seconds)[:slowest]:
+        lines.append(f"| `{case.name}` | {case.area} | {minutes(case.seconds)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=ROOT / "test-results", help="make test's test-results/")
+    ap.add_argument("--slowest", type=int, default=30, help="how many of the slowest tests to list")
+    args = ap.parse_args(argv)
+    junit = args.results / "junit.xml"
+    if not junit.exists():
+        print(f"{junit} does not exist: run make test first", file=sys.stderr)
+        return 1
+    cases, wall = read_cases(junit)
+    print(markdown(cases, wall, read_steps(args.results / "steps.tsv"), args.slowest))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""scripts/test_profile.py: the suite's profile by area from a junit file and the steps' times."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="1" skipped="1" tests="5" time="100.5">
+<testcase classname="tests.backend.test_listing" name="test_a" time="2.5"/>
+<testcase classname="tests.backend.test_listing" name="test_b" time="1.5"/>
+<testcase classname="tests.workers.vm.test_vm_trials" name="test_guest" time="60.0"/>
+<testcase classname="tests.e2e.sweeps.test_sweep" name="test_page" time="30.0">
+  <failure message="x"/></testcase>
+<testcase classname="tests.workers.emulation.test_netem" name="test_skip" time="0.01">
+  <skipped message="no"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("test_profile_script", ROOT / "scripts" / "test_profile.py")
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)  # registered first: its dataclass looks its module up
+    return module
+
+
+def test_areas_sums_and_the_slowest_come_from_the_junit_file(tmp_path, capsys):
+    (tmp_path / "junit.xml").write_text(JUNIT)
+    (tmp_path / "steps.tsv").write_text("ruff (lint, format)\t12\nfront-end unit tests (node)\t3\n")
+    assert load().main(["--results", str(tmp_path), "--slowest", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "| ruff (lint, format) | | 12.0 s | |" in out
+    assert "| VM guests (QEMU) | 1 | 1 min 00.0 s | 64 % |" in out  # 60 of 94.01 s summed
+    assert "| backend (Django, PostgreSQL) | 2 | 4.0 s | 4 % |" in out
+    assert "| **pytest wall time** | 5 (1 failed, 3 passed, 1 skipped) | 1 min 40.5 s | |" in out
+    slowest = out.split("slowest tests:")[1]
+    assert slowest.index("test_guest") < slowest.index("test_page") and "test_a" not in slowest
+
+
+def test_without_a_junit_file_it_says_to_run_the_suite(tmp_path, capsys):
+    assert load().main(["--results", str(tmp_path)]) == 1
+    assert "run make test first" in capsys.readouterr().err
