@@ -11,12 +11,12 @@ export PYTHONUNBUFFERED=1
 # pytest's junit file for the suite's profile (docs/testing.md).
 mkdir -p test-results
 : > test-results/steps.tsv
-step() {  # step NAME: the time since the previous mark, under NAME
-  local now=$SECONDS
-  printf '%s\t%s\n' "$1" "$((now - ${mark:-0}))" >> test-results/steps.tsv
+step() {  # step NAME: the time since the previous mark, under NAME (to 0.1 s)
+  local now=$EPOCHREALTIME
+  awk -v name="$1" -v a="$mark" -v b="$now" 'BEGIN { printf "%s\t%.1f\n", name, b - a }' >> test-results/steps.tsv
   mark=$now
 }
-mark=$SECONDS
+mark=$EPOCHREALTIME
 
 echo "==> ruff"
 .venv/bin/ruff check .

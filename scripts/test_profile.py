@@ -6,11 +6,15 @@ is the folder it lives in; a module-scoped fixture's start-up counts in the firs
 
     .venv/bin/python scripts/test_profile.py              # the tables, as markdown
     .venv/bin/python scripts/test_profile.py --slowest 50 --results /tmp/ci1/main/test-results
+
+A committed run (``benchmarks/suite/<date>/``: junit.xml, steps.tsv, and run.json with the commit,
+machine and whole-run time) goes into docs/testing.md with ``--results <that folder> --write-doc``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -18,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "testing.md"
+BEGIN, END = "<!-- suite-profile:begin -->", "<!-- suite-profile:end -->"
 
 # First match wins: a test module's dotted name (junit's classname) by prefix.
 AREAS: tuple[tuple[str, str], ...] = (
@@ -73,6 +79,20 @@ def minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {seconds % 60:04.1f} s" if seconds >= 60 else f"{seconds:.1f} s"
 
 
+def provenance(results: Path) -> list[str]:
+    """One sentence from run.json, where a committed run has one."""
+    path = results / "run.json"
+    if not path.exists():
+        return []
+    run = json.loads(path.read_text())
+    return [
+        f"Measured {run['date']} at commit {run['commit']} on {run['cpu']} ({run['cores']} cores, Linux "
+        f"{run['kernel']}; {run['host_load']}): {run['how']}. The whole run took "
+        f"{run['ci_run_wall_minutes']:g} min; before pytest: {run['before_pytest']}.",
+        "",
+    ]
+
+
 def markdown(cases: list[Case], pytest_wall: float, steps: list[tuple[str, float]], slowest: int) -> str:
     by_area: dict[str, list[Case]] = defaultdict(list)
     for case in cases:
@@ -98,13 +118,25 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=ROOT / "test-results", help="make test's test-results/")
     ap.add_argument("--slowest", type=int, default=30, help="how many of the slowest tests to list")
+    ap.add_argument("--write-doc", action="store_true", help=f"put the tables into {DOC.relative_to(ROOT)}")
     args = ap.parse_args(argv)
     junit = args.results / "junit.xml"
     if not junit.exists():
         print(f"{junit} does not exist: run make test first", file=sys.stderr)
         return 1
     cases, wall = read_cases(junit)
-    print(markdown(cases, wall, read_steps(args.results / "steps.tsv"), args.slowest))
+    text = "\n".join(
+        [
+            *provenance(args.results),
+            markdown(cases, wall, read_steps(args.results / "steps.tsv"), args.slowest),
+        ]
+    )
+    print(text)
+    if args.write_doc:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from docblock import write_block
+
+        write_block(DOC, BEGIN, END, text)
     return 0
 
 
