@@ -22,9 +22,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from dashboard import listing, views
 from dashboard.access import experiments_for, researcher_required, sweeps_for
 from dashboard.forms import SweepForm
-from dashboard.services import describe_params
+from dashboard.services import describe_params, trial_counts
 from experiments import jobtypes, lifecycle
-from experiments.choices import TERMINAL, TrialStatus
+from experiments.choices import TrialStatus
 from experiments.models import Experiment, Sweep, Trial
 
 RECENT_SWEEPS = 10  # on the experiment list
@@ -89,9 +89,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
         Sweep.objects.filter(pk__in=list(newest))
         .select_related("experiment")
         .annotate(
-            n_trials=Count("trials"),
-            n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
-            n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
+            **trial_counts("trials"),
             n_cancelled=Count("trials", filter=Q(trials__status=TrialStatus.CANCELLED)),
         )
         .order_by("-created_at", "-pk")  # the newest first (it listed the oldest)
@@ -123,11 +121,7 @@ def _with_counts(experiments: list[Experiment]) -> list[Experiment]:
         for row in Trial.objects.filter(sweep__experiment_id__in=ids)
         .order_by()
         .values("sweep__experiment_id")
-        .annotate(
-            n_trials=Count("pk"),
-            n_done=Count("pk", filter=Q(status__in=list(TERMINAL))),
-            n_failed=Count("pk", filter=Q(status=TrialStatus.FAILED)),
-        )
+        .annotate(**trial_counts())
     }
     for e in experiments:
         row = trials.get(e.pk, {})

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection
+from django.db.models import Count, Q
 
 from experiments import services as experiments_services
-from experiments.choices import TrialStatus
+from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep, Trial
 from qoelab.jobs.base import ChartSpec, JobType, Metric
 from qoelab.units import format_duration, format_rate
@@ -29,6 +30,17 @@ CONFIDENCE = 0.95  # what results.services.aggregate computes; shown in the payl
 
 
 # ---- job-type parameters ----------------------------------------------------------------------
+
+
+def trial_counts(via: str = "") -> dict[str, Count]:
+    """``n_trials``, ``n_done`` (ended) and ``n_failed`` as aggregates over the trials reached by
+    ``via``: ``"trials"`` from a sweep, ``"sweeps__trials"`` from an experiment, ``""`` on Trial."""
+    target, status = (via, f"{via}__status") if via else ("pk", "status")
+    return {
+        "n_trials": Count(target),
+        "n_done": Count(target, filter=Q(**{f"{status}__in": list(TERMINAL)})),
+        "n_failed": Count(target, filter=Q(**{status: TrialStatus.FAILED})),
+    }
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from dashboard.access import experiments_for, researcher_required, sweeps_for, t
 from dashboard.forms import SweepForm
 from experiments import jobtypes
 from experiments import services as experiments_services
-from experiments.choices import TERMINAL, TrialStatus
+from experiments.choices import TrialStatus
 from experiments.models import Sweep
 from experiments.sweep_spec import spec_errors
 from qoelab import presets
@@ -84,11 +84,7 @@ def experiment_detail(request: HttpRequest, pk: int) -> HttpResponse:
             default_sort="-created",
             filters=[listing.Filter("status", "Status", choices=SWEEP_STATES)],
         )
-        sweeps = experiment.sweeps.annotate(
-            n_trials=Count("trials"),
-            n_done=Count("trials", filter=Q(trials__status__in=list(TERMINAL))),
-            n_failed=Count("trials", filter=Q(trials__status=TrialStatus.FAILED)),
-        )
+        sweeps = experiment.sweeps.annotate(**services.trial_counts("trials"))
         if "status" in lst.values:
             sweeps = _sweep_state(sweeps, lst.values["status"])
         page = listing.paginate(lst, sweeps, SWEEP_ORDER)

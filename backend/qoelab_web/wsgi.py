@@ -13,9 +13,9 @@ from qoelab_web.logredact import install_on_loggers  # noqa: E402
 install_on_loggers("gunicorn.error", "gunicorn.access")
 
 # What start-up made lives as long as the process: load the URL conf (and with it every view)
-# now, then move it all out of the collector's reach. Without this, a full collection walked the
-# whole Django import graph every second or two and stalled one request in a hundred by ~150 ms
-# (issue 33, docs/reliability.md "The sweep list as the lab grows").
+# now, then move it all out of the collector's reach. Without this, full collections walked the
+# whole Django import graph and stalled about one request in a hundred (issue 33; measured in
+# docs/reliability.md, "The sweep list as the lab grows").
 import gc  # noqa: E402
 
 from django.urls import get_resolver  # noqa: E402
