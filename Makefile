@@ -21,8 +21,8 @@ stop: ## stop the demo's web server, worker and scheduler (and private PostgreSQ
 	@scripts/demo.sh stop
 	@scripts/services.sh down
 
-test: services vm-image ## the whole suite: lint, migrations, unit, integration (netns, Celery, QEMU guests), Playwright
-	@scripts/test.sh
+test: services ## the whole suite: lint, migrations, unit, integration (netns, Celery, QEMU guests), Playwright
+	@scripts/test.sh --with-vm-image
 
 lint: ## ruff lint + format check
 	@.venv/bin/ruff check . && .venv/bin/ruff format --check .

@@ -2,7 +2,7 @@
 
 import pathlib
 
-pytest_plugins = [
+pytest_plugins = ["pytester"] + [
     f"fixtures.{p.stem}"
     for p in sorted((pathlib.Path(__file__).parent / "fixtures").glob("*.py"))
     if p.stem != "__init__"
