@@ -1,8 +1,9 @@
 """A realistic-network storage_bench sweep of the three targets through the real stack (issue 17,
-done when): a real ``qoelab worker`` boots the client guest per trial, NFS, iSCSI and Swift each
-serve one batch read round across 50 ms RTT, 0.1 % loss and ±10 ms jitter, and the dashboard
-draws Fig. 4.6 and runs the thesis' findings over the results. Short rounds (a 4 MiB set): the
-path, not the thesis' numbers (benchmarks/storage_bench/). Skipped without the guest image."""
+done when): a real ``qoelab worker`` starts the client guest per trial (from the host's saved
+state), NFS, iSCSI and Swift each serve one batch read round across 50 ms RTT, 0.1 % loss and
+±10 ms jitter, and the dashboard draws Fig. 4.6 and runs the thesis' findings over the results.
+Short rounds (a 4 MiB set): the path, not the thesis' numbers (benchmarks/storage_bench/). Skipped
+without the guest image."""
 
 from __future__ import annotations
 
@@ -69,6 +70,8 @@ def test_a_realistic_sweep_of_the_three_targets_runs_and_is_charted_and_checked(
         assert prov["target"]["disk_rate"]["processes"] >= 1, prov["target"]
         assert 0 < prov["target"]["disk_baseline"]["read_mib_s"] <= 1.5 * 110, prov["target"]
         assert prov["client"]["accel"] in ("kvm", "tcg")
+        # each trial's client starts from the host's saved headless guest (the first trial saves it)
+        assert prov["client"]["start"] == "snapshot", prov["client"]
         assert prov["substitutions"], prov
         # the CPU that ran it, by which the findings judge each worker's trials apart
         assert prov["host_cpu"]["model"] and prov["host_cpu"]["cpus"] == os.cpu_count(), prov["host_cpu"]

@@ -80,6 +80,9 @@ def test_a_metadata_run_ties_operation_times_to_the_rtt(storage_guest_image, tmp
         data["mount"]["fstype"] == "nfs4"
         and data["guest"]["tcp"]["sysctl"]["tcp_congestion_control"] == "cubic"
     )
+    assert data["guest"]["start"] == "snapshot" and data["guest"]["snapshot"]["kind"] == "headless", data[
+        "guest"
+    ]
 
 
 @pytest.mark.slow
@@ -97,7 +100,9 @@ def test_a_killed_run_leaves_nothing_after_cleanup(storage_guest_image) -> None:
     from qoelab.vm.guest import find_qemu_processes
 
     before = set(os.listdir("/run/netns")) if os.path.isdir("/run/netns") else set()
-    argv = [sys.executable, "-m", "qoelab.cli", "storage", "bench", "--target", "nfs", "--rtt", "10ms"]
+    # cold: a boot, killed in the middle (a snapshot start is over in seconds)
+    argv = [sys.executable, "-m", "qoelab.cli", "storage", "bench", "--target", "nfs", "--rtt", "10ms",
+            "--guest-start", "cold"]  # fmt: skip
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     prefix = ""
     deadline = time.monotonic() + 120

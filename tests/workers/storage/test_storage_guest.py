@@ -2,13 +2,15 @@
 through the link (its metadata operations take at least a round trip each; a short varmail and a
 small PostMark run on it), the iSCSI target (ext4 on the LUN, a chosen scheduler, a microbenchmark
 round, a single-file read and write and their amplification) and Swift through rclone (a write round in
-overwrite mode, read back); one boot for all of it, skipped without the image (``make vm-image``)."""
+overwrite mode, read back); one guest for all of it (restored from the host's saved state), skipped
+without the image (``make vm-image``)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
 import secrets
+import time
 from pathlib import Path
 
 import pytest
@@ -41,6 +43,12 @@ def test_the_guest_mounts_nfs_iscsi_and_swift_across_the_link(storage_guest_imag
             ) as lun, swift_target(popen, run, link.server_ip, srv, prefix) as swift, client_guest(
                 link, prefix, tmp_path / "vm", tools=tools
             ) as client:  # fmt: skip
+                # Started from the host's saved headless guest (made here, once, on a fresh host),
+                # with the clock set to the host's: the saved one would be minutes or days behind.
+                assert client.guest.start == "snapshot", client.guest.provenance()
+                assert client.guest.snapshot["kind"] == "headless", client.guest.snapshot
+                guest_now = float(client.shell.run("date +%s.%N", timeout=30).stdout)
+                assert abs(guest_now - time.time()) < 5, guest_now
                 # The guest's TCP is the trial's: read back from its kernel.
                 assert client.tcp["sysctl"]["tcp_congestion_control"] == "cubic"
                 assert client.tcp["sysctl"]["tcp_no_metrics_save"] == "1"

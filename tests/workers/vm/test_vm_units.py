@@ -92,6 +92,12 @@ def test_the_snapshot_key_ignores_ports_and_paths_but_not_the_machine(tmp_path: 
     # What differs between trials (ports, listen address, tap and file names) is not in the machine.
     machine = snapshot.machine_argv(image, "tcg", 1536)
     assert "-vnc" not in machine and "-spice" not in machine and "-incoming" not in machine
+    # The storage client's headless guest is another machine: its kernel command line masks the kiosk.
+    from qoelab.storage.guest import HEADLESS_APPEND
+
+    headless = snapshot.snapshot_key(image, "tcg", 1536, HEADLESS_APPEND)
+    assert headless != key and headless == snapshot.snapshot_key(image, "tcg", 1536, list(HEADLESS_APPEND))
+    assert HEADLESS_APPEND[0] in " ".join(snapshot.machine_argv(image, "tcg", 1536, HEADLESS_APPEND))
 
 
 def test_it_rejects_too_little_memory(tmp_path: Path) -> None:
@@ -265,6 +271,34 @@ def test_only_the_newest_snapshots_are_kept(tmp_path: Path, monkeypatch) -> None
     assert [Path(r).name for r in removed] == ["aaaa"]
     assert sorted(p.name for p in snapshot.snapshot_root().iterdir()) == ["bbbb", "cccc", "half.tmp"]
     assert snapshot.load_snapshot("cccc").memory_mb == 1536 and snapshot.load_snapshot("aaaa") is None
+
+
+def test_the_newest_snapshots_are_kept_per_kind(tmp_path: Path, monkeypatch) -> None:
+    """A host keeps its desktop guest and its headless one: a new headless state never evicts the
+    desktop's, however many headless ones came after it."""
+    import json
+
+    from qoelab.vm import snapshot
+
+    monkeypatch.setenv(vmguest.ENV_OVERLAY_DIR, str(tmp_path))
+    made = [("desk1", None), ("head1", "headless"), ("head2", "headless"), ("head3", "headless")]
+    for i, (key, kind) in enumerate(made):
+        d = snapshot.snapshot_root() / key
+        d.mkdir(parents=True)
+        (d / "disk.qcow2").write_bytes(b"")
+        (d / "state.bin").write_bytes(b"")
+        meta = {
+            "key": key,
+            "accel": "tcg",
+            "memory_mb": 1536,
+            "created_at": i,
+            **({"kind": kind} if kind else {}),
+        }
+        (d / "meta.json").write_text(json.dumps(meta))
+    removed = snapshot.prune_snapshots(keep=2)
+    assert [Path(r).name for r in removed] == ["head1"]
+    assert snapshot.load_snapshot("desk1").kind == "desktop"  # made before kinds were recorded
+    assert snapshot.load_snapshot("head3").provenance()["kind"] == "headless"
 
 
 def test_the_guests_reports_are_its_serial_lines_and_the_kernels_oom_kills(tmp_path: Path) -> None:

@@ -118,6 +118,11 @@ class StorageBenchParams(LinkParams):
         description="keep a capture of the link's server side (headers only) as the trial's pcap; metadata: "
         "each kind's requests decoded from it (NFSv4 operations, SCSI commands, HTTP methods)",
     )
+    guest_start: Literal["snapshot", "cold"] = Field(
+        default="snapshot",
+        description="the client guest: restore the host's saved headless guest (booted once per host and "
+        "image, then every trial starts from the same state) or boot it for every trial",
+    )
     verify_duration: p.Duration(0.0, 60.0) = Field(  # type: ignore[valid-type]
         default=2.0,
         description="verify the emulated link first, this long per direction (in full once per condition and "
@@ -250,7 +255,7 @@ def storage_run(params: StorageBenchParams) -> Any:
         scheduler=params.scheduler, swift_transfers=params.swift_transfers, op=params.op,
         form=params.resolved_form(), file_size=int(params.file_size), set_bytes=int(params.set_size),
         threads=(params.threads,), limit_s=float(params.time_limit), lun_bytes=lun_bytes(params),
-        warmup=params.warmup, **extra,
+        warmup=params.warmup, guest_start=params.guest_start, **extra,
     )  # fmt: skip
 
 

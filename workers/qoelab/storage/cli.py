@@ -76,6 +76,8 @@ def register(subparsers: Any) -> None:
     b.add_argument("--disk-rate", help="throttle the target's disk, MiB/s read/write: thesis (110/100), R/W")
     b.add_argument("--capture", metavar="PCAP", help="keep a capture of the link's server side (headers) "
                    "here; metadata: each kind's requests decoded from it")  # fmt: skip
+    b.add_argument("--guest-start", default="snapshot", help="the client guest: snapshot (restored from "
+                   "the host's saved state, made once) or cold (booted)")  # fmt: skip
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -99,6 +101,7 @@ def bench_params(args: argparse.Namespace) -> tuple[Any, Any]:
         "form": args.form, "file_size": args.file_size or ("16mb" if args.family == "unit" else "1mb"),
         "set_size": args.set_size, "time_limit": args.limit, "transactions": args.transactions,
         "seconds": args.seconds, "files": args.files, "disk_rate": args.disk_rate, "verify_duration": 0,
+        "guest_start": args.guest_start,
         # the lists' largest values meet the job's upper bounds; the engine checks every value
         "meta_n": max(counts), "threads": max(threads), "unit": max(units),
     }  # fmt: skip

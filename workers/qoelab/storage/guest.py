@@ -12,22 +12,35 @@ root over one persistent ssh connection, with the key the image was built with (
 from __future__ import annotations
 
 import contextlib
+import logging
 import shlex
 import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from qoelab.emulation import tcp
 from qoelab.emulation.system import find_tool, marked_env, ns_exec_argv
 from qoelab.emulation.topology import EmulatedLink
-from qoelab.errors import QoelabError
-from qoelab.vm.guest import GUEST_IP, GuestNotReadyError, RunningGuest, running_guest
-from qoelab.vm.image import load_image
+from qoelab.errors import ParameterError, QoelabError
+from qoelab.vm.guest import (
+    GUEST_IP,
+    GuestError,
+    GuestNotReadyError,
+    RunningGuest,
+    resolve_accel,
+    running_guest,
+)
+from qoelab.vm.image import GuestImage, load_image
+
+if TYPE_CHECKING:
+    from qoelab.vm.snapshot import Snapshot
+
+log = logging.getLogger("qoelab.storage.guest")
 
 GUEST_SUBNET = "10.213.0.0/24"
 # X and the browser would only burn the guest's (emulated) CPU; x2goserver was its busiest idle unit.
@@ -136,6 +149,38 @@ class StorageGuest:
                 "offloads": self.offloads}  # fmt: skip
 
 
+def _ssh_ready_in(key: Path, prefix: str) -> Callable[[str], Callable[..., None]]:
+    """How a headless guest being saved says it is ready: root's ssh works (from its namespace)."""
+
+    def ready_for(ns: str) -> Callable[..., None]:
+        def ready(guest: RunningGuest, proc: subprocess.Popen, deadline: float) -> None:
+            shell = GuestShell(ns, key, prefix)
+            try:
+                wait_for_ssh(shell, guest, proc, deadline)
+            finally:
+                shell.close()  # no ssh connection of the saving namespace lives on in the saved state
+
+        return ready
+
+    return ready_for
+
+
+def _headless_snapshot(
+    image: GuestImage, accel: str, prefix: str, memory_mb: int, workdir: Path, key: Path
+) -> tuple[Snapshot | None, str | None]:
+    """The host's saved headless guest (made now, once, when missing), or None and why not."""
+    from qoelab.vm.snapshot import SnapshotError, get_snapshot
+
+    try:
+        chosen, _ = resolve_accel(accel, image)
+        snap = get_snapshot(image, chosen, prefix, memory_mb, workdir, extra_append=HEADLESS_APPEND,
+                            ready_for=_ssh_ready_in(key, prefix))  # fmt: skip
+        return snap, None
+    except (SnapshotError, GuestError) as err:
+        log.warning("%s: no headless snapshot, the client guest boots instead: %s", prefix, err)
+        return None, str(err)
+
+
 OFFLOADS = {"tso": "tcp-segmentation-offload", "gso": "generic-segmentation-offload",
             "gro": "generic-receive-offload"}  # fmt: skip
 
@@ -194,14 +239,27 @@ def client_guest(
     memory_mb: int = DEFAULT_MEMORY_MB,
     ready_timeout_s: float = 300.0,
     tools: Sequence[Path] = (),
+    start: str = "snapshot",
 ) -> Iterator[StorageGuest]:
-    """Boot the guest headless behind the link's client side; yield once root's ssh works, the
-    trial's TCP is set in it and ``tools`` are copied to /usr/local/bin. Always stops it."""
+    """Start the guest headless behind the link's client side; yield once root's ssh works, the
+    trial's TCP is set in it and ``tools`` are copied to /usr/local/bin. Always stops it.
+
+    ``start``: ``snapshot`` restores the host's saved headless guest (booted once to sshd and saved,
+    :mod:`qoelab.vm.snapshot`; every trial starts from the same state, page cache included) and
+    sets its clock; ``cold`` boots it. A snapshot that cannot be made or loaded falls back to a
+    boot, and the guest's provenance says why."""
     image = load_image()
     key = image.directory / "root-key"
     if not key.is_file():
         raise QoelabError(f"the guest image has no root key ({key}): rebuild it with 'make vm-image'")
+    if start not in ("snapshot", "cold"):
+        raise ParameterError("guest_start", f"must be 'snapshot' or 'cold', got {start!r}")
     workdir.mkdir(parents=True, exist_ok=True)
+    snapshot, snapshot_error = None, None
+    if start == "snapshot":
+        snapshot, snapshot_error = _headless_snapshot(
+            image, accel, prefix, memory_mb, workdir / "snapshot", key
+        )
     subprocess.run(ns_exec_argv(link.client_ns, ["sysctl", "-qw", "net.ipv4.ip_forward=1"]), check=True,
                    capture_output=True, timeout=20)  # fmt: skip
     link.add_route("server", GUEST_SUBNET, via=link.client_ip)
@@ -213,7 +271,14 @@ def client_guest(
     try:
         with running_guest(prefix, workdir, ns=link.client_ns, image=image, accel=accel, vnc_display=None,
                            spice_port=None, ready_timeout=ready_timeout_s, memory_mb=memory_mb,
-                           extra_append=HEADLESS_APPEND, ready=ready) as guest:  # fmt: skip
+                           extra_append=HEADLESS_APPEND, ready=ready,
+                           snapshot=snapshot) as guest:  # fmt: skip
+            if snapshot_error and not guest.snapshot_error:
+                guest.snapshot_error = snapshot_error
+            if guest.start == "snapshot":
+                # The saved clock is the moment of the save: file times and the tools' reports
+                # would carry it. The host's time, to the microsecond the command leaves.
+                shell.run(f"date -s @{time.time():.6f} >/dev/null", timeout=30)
             client = StorageGuest(guest, shell)
             client.tcp = apply_tcp(shell, link.profile.tcp, link)
             client.offloads = disable_offloads(shell)

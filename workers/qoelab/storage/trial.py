@@ -68,6 +68,7 @@ class StorageRun:
     warmup: bool = True
     accel: str = "auto"
     memory_mb: int = 1536
+    guest_start: str = "snapshot"  # the client guest: restored from the host's saved state, or "cold"
     units: tuple[int, ...] = UNITS  # unit: access units swept over one file of file_size (thesis: 16 MiB)
     postmark_transactions: int = 25000  # postmark: the thesis' 25000 (notes §4.1)
     postmark_files: int = 500  # postmark: the thesis' 500 (notes §4.1)
@@ -196,7 +197,7 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
                     stack.enter_context(capture.link_capture(link, run.capture_path, prefix))
                 client = stack.enter_context(
                     client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
-                                 tools=[iobench.binary()]))  # fmt: skip
+                                 tools=[iobench.binary()], start=run.guest_start))  # fmt: skip
                 _run_family(run, out, link, target, client, prefix, on_row)
                 if throttle is not None:
                     out.target["disk_rate"] = throttle.describe()

@@ -6,8 +6,11 @@ copy of its disk overlay at that moment. A trial then runs QEMU with ``-incoming
 over that disk, resumes the guest and only waits for its first page. Under TCG this replaces a
 45-60 s boot with a few seconds (docs/vm.md has the measurement).
 
-Snapshots are keyed by what the saved machine depends on (image, QEMU version, accelerator, memory,
-CPUs, the machine part of the command line) and kept under ``<overlay dir>/snapshots/<key>/``;
+A headless guest (the storage benchmark's client: the kiosk masked on the kernel command line) is
+saved the same way once its sshd answers; its ``kind`` is ``headless`` and its key differs by the
+command line. Snapshots are keyed by what the saved machine depends on (image, QEMU version,
+accelerator, memory, CPUs, the machine part of the command line) and kept under
+``<overlay dir>/snapshots/<key>/``;
 a lock file keeps two workers from saving the same one at once. Their disk file is the backing
 file of every trial overlay made from them, so it is never written after it is published.
 """
@@ -24,6 +27,7 @@ import secrets
 import shutil
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +40,10 @@ from qoelab.vm.qemu import GuestSpec, guest_timeouts, qemu_argv, qemu_binary
 log = logging.getLogger("qoelab.vm.snapshot")
 FORMAT = 1
 SAVE_TIMEOUT_S = 180.0
-KEEP = 2  # saved states kept per host (~850 MB each); older ones belong to replaced images or QEMUs
+KEEP = 2  # saved states kept per host and kind (~850 MB each); older ones: replaced images or QEMUs
+# How a guest that is not the desktop's says it is ready: given the namespace the snapshot's guest
+# boots in, the ``ready`` callback for running_guest (e.g. ssh answers).
+ReadyFor = Callable[[str], Callable[..., None]]
 
 
 class SnapshotError(QoelabError):
@@ -53,23 +60,26 @@ def qemu_version() -> str:
     return res.stdout.splitlines()[0].strip() if res.stdout else "unknown"
 
 
-def machine_argv(image: GuestImage, accel: str, memory_mb: int) -> list[str]:
+def machine_argv(
+    image: GuestImage, accel: str, memory_mb: int, extra_append: Sequence[str] = ()
+) -> list[str]:
     """The part of QEMU's command line that defines the saved machine (no paths, ports or names)."""
     spec = GuestSpec(
         name="key", accel=accel,  # type: ignore[arg-type]
         overlay=Path("o"), kernel=Path("k"), initrd=Path("i"), console_log=Path("c"), ready_log=Path("r"),
         listen_ip="0.0.0.0", vnc_display=None, spice_port=None, tap="tap", memory_mb=memory_mb,
+        extra_append=list(extra_append),
     )  # fmt: skip
     return qemu_argv(spec, "qemu")
 
 
-def snapshot_key(image: GuestImage, accel: str, memory_mb: int) -> str:
+def snapshot_key(image: GuestImage, accel: str, memory_mb: int, extra_append: Sequence[str] = ()) -> str:
     doc = {
         "format": FORMAT,
         "disk": image.manifest.get("files", {}).get("disk.qcow2", {}).get("sha256"),
         "kernel": image.manifest.get("files", {}).get("vmlinuz", {}).get("sha256"),
         "qemu": qemu_version(),
-        "machine": machine_argv(image, accel, memory_mb),
+        "machine": machine_argv(image, accel, memory_mb, extra_append),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -96,11 +106,15 @@ class Snapshot:
         return int(self.meta["memory_mb"])
 
     @property
+    def kind(self) -> str:
+        return str(self.meta.get("kind", "desktop"))
+
+    @property
     def uptime_at_ready_s(self) -> float | None:
         return self.meta.get("guest_uptime_at_ready_s")
 
     def provenance(self) -> dict[str, Any]:
-        keys = ("key", "created_at", "boot_to_ready_s", "save_s", "state_bytes", "qemu")
+        keys = ("key", "kind", "created_at", "boot_to_ready_s", "save_s", "state_bytes", "qemu")
         return {k: self.meta.get(k) for k in keys}
 
 
@@ -144,17 +158,20 @@ def _save(guest: Any, dest: Path, timeout: float) -> None:
 
 
 def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, workdir: Path,
-                  ready_timeout: float | None = None) -> Snapshot:  # fmt: skip
+                  ready_timeout: float | None = None, *, extra_append: Sequence[str] = (),
+                  ready_for: ReadyFor | None = None) -> Snapshot:  # fmt: skip
     """Boot a guest to its start page in a private namespace, save it, publish it under its key.
 
     ``accel``: the chosen accelerator (kvm or tcg); ``ready_timeout`` defaults to its boot ceiling.
+    A headless guest passes its kernel arguments (``extra_append``) and how it says it is ready
+    (``ready_for``, given the namespace it boots in).
     """
     from pyroute2 import netns
 
     from qoelab.emulation.system import create_netns
 
     check_prefix(prefix)
-    key = snapshot_key(image, accel, memory_mb)
+    key = snapshot_key(image, accel, memory_mb, extra_append)
     root = snapshot_root()
     root.mkdir(parents=True, exist_ok=True)
     # The temporary directory carries the trial prefix: a worker killed meanwhile leaves it to
@@ -167,7 +184,8 @@ def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, wo
         t0 = time.monotonic()
         booting = running_guest(
             prefix, workdir, ns=ns, image=image, accel=accel, vnc_display=None, spice_port=None,
-            memory_mb=memory_mb,
+            memory_mb=memory_mb, extra_append=extra_append,
+            ready=None if ready_for is None else ready_for(ns),
             ready_timeout=guest_timeouts(accel).boot_ready_s if ready_timeout is None else ready_timeout,
         )  # fmt: skip
         with booting as guest:
@@ -178,7 +196,8 @@ def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, wo
             shutil.copyfile(guest.overlay, tmp / "disk.qcow2")
             save_s = time.monotonic() - t1
             meta = {
-                "format": FORMAT, "key": key, "accel": guest.accel, "memory_mb": memory_mb,
+                "format": FORMAT, "key": key, "kind": "headless" if extra_append else "desktop",
+                "accel": guest.accel, "memory_mb": memory_mb, "extra_append": list(extra_append),
                 "qemu": qemu_version(), "image_input_hash": image.manifest.get("input_hash"),
                 "created_at": int(time.time()), "boot_to_ready_s": round(booted, 2),
                 "save_s": round(save_s, 2), "state_bytes": (tmp / "state.bin").stat().st_size,
@@ -205,9 +224,12 @@ def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, wo
     return snap
 
 
-def get_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, workdir: Path) -> Snapshot:
+def get_snapshot(
+    image: GuestImage, accel: str, prefix: str, memory_mb: int, workdir: Path, *,
+    extra_append: Sequence[str] = (), ready_for: ReadyFor | None = None,
+) -> Snapshot:  # fmt: skip
     """The saved state for this image/QEMU/machine, made now (once per host) when missing."""
-    key = snapshot_key(image, accel, memory_mb)
+    key = snapshot_key(image, accel, memory_mb, extra_append)
     snap = load_snapshot(key)
     if snap is not None:
         return snap
@@ -219,7 +241,8 @@ def get_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, wor
         if snap is not None:
             return snap
         try:
-            return make_snapshot(image, accel, prefix, memory_mb, workdir)
+            return make_snapshot(image, accel, prefix, memory_mb, workdir, extra_append=extra_append,
+                                 ready_for=ready_for)  # fmt: skip
         except GuestError as err:
             raise SnapshotError(f"cannot make the guest snapshot: {err}") from None
 
@@ -236,15 +259,22 @@ def cleanup_snapshot_leftovers(prefix: str) -> list[str]:
 
 
 def prune_snapshots(keep: int = KEEP) -> list[str]:
-    """Remove all but the ``keep`` newest snapshots. Safe while trials use them: QEMU and ``cat``
-    hold their files open, and Linux keeps an unlinked open file until it is closed."""
+    """Remove all but the ``keep`` newest snapshots of each kind (a host keeps its desktop and its
+    headless guest). Safe while trials use them: QEMU and ``cat`` hold their files open, and Linux
+    keeps an unlinked open file until it is closed."""
     root = snapshot_root()
     if not root.is_dir():
         return []
     snaps = [s for d in root.iterdir() if d.is_dir() and (s := load_snapshot(d.name)) is not None]
     snaps.sort(key=lambda s: s.meta.get("created_at", 0), reverse=True)
+    kept: dict[str, int] = {}
+    old_ones = []
+    for snap in snaps:
+        kept[snap.kind] = kept.get(snap.kind, 0) + 1
+        if kept[snap.kind] > keep:
+            old_ones.append(snap)
     removed = []
-    for old in snaps[keep:]:
+    for old in old_ones:
         shutil.rmtree(old.directory, ignore_errors=True)
         (root / f"{old.directory.name}.lock").unlink(missing_ok=True)
         removed.append(str(old.directory))
