@@ -100,3 +100,29 @@ def view_reference() -> Callable[[Any, str, str, int], None]:
         page.locator("iframe[data-role='reference']").wait_for(state="hidden")
 
     return steps
+
+
+# True once the canvas holds more than one colour (a blank or unpainted canvas is uniform). Every
+# 97th pixel is enough: the workload page has text, a link and blocks of colour.
+_PAINTED = """(selector) => {
+  const canvas = document.querySelector(selector);
+  if (!canvas || !canvas.width || !canvas.height) return false;
+  const ctx = canvas.getContext('2d');
+  if (!ctx) return false;
+  const d = ctx.getImageData(0, 0, canvas.width, canvas.height).data;
+  for (let i = 4 * 97; i < d.length; i += 4 * 97) {
+    if (d[i] !== d[0] || d[i + 1] !== d[1] || d[i + 2] !== d[2]) return true;
+  }
+  return false;
+}"""
+
+
+@pytest.fixture
+def wait_until_painted() -> Any:
+    """``wait_until_painted(page, selector)``: until the first canvas matching ``selector`` shows more
+    than one colour (the first update across the emulated link has been drawn), not a fixed sleep."""
+
+    def wait(page: Any, selector: str, timeout_ms: float = 60_000) -> None:
+        page.wait_for_function(_PAINTED, arg=selector, timeout=timeout_ms)
+
+    return wait

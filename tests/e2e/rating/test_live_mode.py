@@ -32,12 +32,20 @@ def test_the_evaluator_operates_vnc_through_novnc_across_the_emulated_link_befor
     save_screenshot: Any,
     tmp_path: Path,
     view_reference: Any,
+    wait_until_painted: Any,
 ) -> None:
     campaign, token = live_campaign
     _, summary = rate_live(
         campaign,
         lambda: _go_through(
-            lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path, view_reference
+            lab_stack,
+            chromium_page,
+            campaign,
+            token,
+            save_screenshot,
+            tmp_path,
+            view_reference,
+            wait_until_painted,
         ),
     )
     assert summary["screens"] >= SCREENS, summary
@@ -51,6 +59,7 @@ def _go_through(
     save_screenshot: Any,
     tmp_path: Path,
     view_reference: Any,
+    wait_until_painted: Any,
 ) -> None:
     from experiments.models import Trial
     from qoelab.rd.workload import generate
@@ -70,7 +79,7 @@ def _go_through(
     # The page brought the desktop into view when it connected: the evaluator need not look for it.
     expect(canvas).to_be_in_viewport(ratio=1)
     canvas.scroll_into_view_if_needed()
-    page.wait_for_timeout(1500)  # first framebuffer update across the link
+    wait_until_painted(page, "#live-session [data-role='client'] canvas")  # the first update, drawn
     save_screenshot(page, "rating/live_novnc")
     for n in range(SCREENS):
         box = canvas.bounding_box()  # viewport coordinates, after scrolling

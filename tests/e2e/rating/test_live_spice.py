@@ -35,6 +35,7 @@ def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_
     save_screenshot: Any,
     tmp_path: Path,
     view_reference: Any,
+    wait_until_painted: Any,
 ) -> None:
     campaign, token = spice_campaign
     errors: list[str] = []
@@ -42,7 +43,14 @@ def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_
     trial, _ = rate_live(
         campaign,
         lambda: _go_through(
-            chromium_page, lab_stack, campaign, token, save_screenshot, tmp_path, view_reference
+            chromium_page,
+            lab_stack,
+            campaign,
+            token,
+            save_screenshot,
+            tmp_path,
+            view_reference,
+            wait_until_painted,
         ),
     )
     # Seen once in ~10 CI runs: spice-html5's *cursor* channel gets a link reply "Permission denied"
@@ -63,6 +71,7 @@ def _go_through(
     save_screenshot: Any,
     tmp_path: Path,
     view_reference: Any,
+    wait_until_painted: Any,
 ) -> None:
     from qoelab.rd.workload import generate
     from ratings.models import Slot
@@ -80,7 +89,7 @@ def _go_through(
     canvas = page.locator("#spice-screen canvas").first
     canvas.wait_for(timeout=30_000)
     canvas.scroll_into_view_if_needed()
-    page.wait_for_timeout(2000)  # first display updates across the link
+    wait_until_painted(page, "#spice-screen canvas")  # the first display update, drawn
     save_screenshot(page, "rating/live_spice_html5")
     box = canvas.bounding_box()
     assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box

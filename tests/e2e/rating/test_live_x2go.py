@@ -41,12 +41,20 @@ def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_resul
     save_screenshot: Any,
     tmp_path: Path,
     view_reference: Any,
+    wait_until_painted: Any,
 ) -> None:
     campaign, token = x2go_campaign
     trial, summary = rate_live(
         campaign,
         lambda: _go_through(
-            lab_stack, chromium_page, campaign, token, save_screenshot, tmp_path, view_reference
+            lab_stack,
+            chromium_page,
+            campaign,
+            token,
+            save_screenshot,
+            tmp_path,
+            view_reference,
+            wait_until_painted,
         ),
         timeout_s=90,
     )
@@ -64,6 +72,7 @@ def _go_through(
     save_screenshot: Any,
     tmp_path: Path,
     view_reference: Any,
+    wait_until_painted: Any,
 ) -> None:
     from qoelab.rd.workload import generate
     from ratings.models import Evaluator, ScreenEvent, Slot
@@ -80,7 +89,7 @@ def _go_through(
     canvas = page.locator("#live-session [data-role='client'] canvas")
     canvas.wait_for()
     canvas.scroll_into_view_if_needed()
-    page.wait_for_timeout(1500)
+    wait_until_painted(page, "#live-session [data-role='client'] canvas")  # the first update, drawn
     save_screenshot(page, "rating/live_x2go_local_view")
     for n in range(SCREENS):
         box = canvas.bounding_box()

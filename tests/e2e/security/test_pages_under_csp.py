@@ -41,7 +41,7 @@ def test_the_job_type_switch_the_admin_and_the_api_docs_run_without_a_csp_violat
 
     page.goto(live_server.url + "/api/docs/")
     page.locator(".swagger-ui .info .title").wait_for()  # Swagger UI started from its script URL
-    page.wait_for_timeout(500)
+    page.wait_for_load_state("networkidle")  # whatever the page loads after its title, loaded
     # The admin's pages name no favicon, so Chromium asks for /favicon.ico (404); nothing else is missing.
     assert all(url.endswith("/favicon.ico") for url in missing), missing
     problems = [p for p in page.qoelab_problems if "404 (Not Found)" not in p]

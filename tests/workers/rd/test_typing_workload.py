@@ -14,7 +14,6 @@ import os
 import secrets
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -166,9 +165,7 @@ def _typing_trial(protocol: str, tmp_path: Path, **extra: object):
     params = validate_params(JOB.params, raw)
     (tmp_path / "trial").mkdir()
     ctx = TrialContext(trial_id="t", workdir=tmp_path / "trial", prefix="rdt" + secrets.token_hex(3))
-    started = time.monotonic()
-    result = JOB.run(params, ctx)
-    assert time.monotonic() - started < 75
+    result = JOB.run(params, ctx)  # its time is in the suite's profile (docs/testing.md), not bounded here
     assert not [n for n in os.listdir("/run/netns") if n.startswith(ctx.prefix)]
     return result, ctx
 

@@ -545,3 +545,15 @@ def test_a_guest_that_never_shows_its_page_is_told_by_the_step_it_did_not_reach(
     assert step_not_reached([*mapped, "QOELAB-BROWSER-GAVE-UP x2go 3 500.0"], None) == (
         "the kiosk browser never showed its start page"
     )
+
+
+def test_a_qmp_socket_in_a_deep_work_directory_goes_to_a_short_one_removed_by_cleanup(tmp_path: Path) -> None:
+    """QEMU refuses a unix socket path over 107 bytes; a trial's guest directory under a worker's
+    work root was deeper than that (the storage client's first snapshot fell back to a boot)."""
+    shallow = vmguest._qmp_socket_path(tmp_path, "qvu1-abcd", "qvu1")
+    assert shallow == tmp_path / "qvu1-abcd-qmp.sock"
+    deep = tmp_path / ("d" * 60) / "trial-3545-1" / "run" / "guest" / "snapshot"
+    path = vmguest._qmp_socket_path(deep, "qlx6840bc2u3-28e38a10", "qvu1")
+    assert len(str(path)) <= 107 and path.parent.name.startswith("qqmp-qvu1-") and path.parent.is_dir()
+    removed = vmguest.cleanup_leftovers("qvu1")
+    assert f"qmp directory {path.parent}" in removed and not path.parent.exists()

@@ -22,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -177,7 +178,25 @@ def cleanup_leftovers(prefix: str) -> list[str]:
     for group in throttle.leftover_groups(prefix):
         throttle.release(group)
         removed.append(f"cgroup {group}")
+    for d in Path(tempfile.gettempdir()).glob(f"{QMP_DIR_PREFIX}{prefix}*"):
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(f"qmp directory {d}")
     return removed + cleanup_snapshot_leftovers(prefix)
+
+
+QMP_DIR_PREFIX = "qqmp-"
+# A unix socket's path must fit sockaddr_un's 108 bytes (QEMU refuses a longer one); a trial's work
+# directory under a worker's work root can be deeper than that allows.
+_SUN_PATH_MAX = 107
+
+
+def _qmp_socket_path(workdir: Path, stem: str, prefix: str) -> Path:
+    """The guest's QMP socket: in its work directory when the path fits a unix socket's, else in a
+    short private directory (``/tmp/qqmp-<prefix>-…``, removed with the guest or by the cleanup)."""
+    path = workdir / f"{stem}-qmp.sock"
+    if len(str(path).encode()) <= _SUN_PATH_MAX:
+        return path
+    return Path(tempfile.mkdtemp(prefix=f"{QMP_DIR_PREFIX}{prefix}-")) / "qmp.sock"
 
 
 def _tail(path: Path, n: int = 15) -> str:
@@ -455,7 +474,7 @@ def running_guest(
     proc: subprocess.Popen | None = None
     guest: RunningGuest | None = None
     overlay = overlay_path(prefix)
-    qmp_sock = workdir / f"{overlay.stem}-qmp.sock"
+    qmp_sock = _qmp_socket_path(workdir, overlay.stem, prefix)
     snapshot_error: str | None = None
     crashed_boots: list[str] = []
     try:
@@ -537,6 +556,8 @@ def running_guest(
         for leftover in (overlay, qmp_sock):
             with contextlib.suppress(FileNotFoundError):
                 leftover.unlink()
+        if qmp_sock.parent.name.startswith(QMP_DIR_PREFIX):
+            shutil.rmtree(qmp_sock.parent, ignore_errors=True)
         if proc is not None:
             _stop(proc)
         if group is not None:
