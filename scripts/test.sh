@@ -60,11 +60,24 @@ step "front-end unit tests (node)"
 
 echo "==> pytest"
 [ $# -gt 0 ] || set -- tests
+# Two lanes (pytest-xdist): most tests wait on real time, not on the CPU. tests/fixtures/lanes.py
+# keeps each file in one lane and every guest-booting test in one group; QOELAB_TEST_LANES=1 runs
+# the suite in one process, as before.
+lanes=${QOELAB_TEST_LANES:-2}
+[[ $lanes =~ ^[1-8]$ ]] || { echo "QOELAB_TEST_LANES must be 1-8, got '$lanes'" >&2; exit 2; }
+xdist=()
+((lanes > 1)) && xdist=(-n "$lanes" --dist loadfile --no-loadscope-reorder)
 # The slowest tests are listed at the end: the suite aims at 30 minutes, long runs go to benchmarks/.
 status=0
-.venv/bin/pytest -p no:cacheprovider --durations=30 --junitxml=test-results/junit.xml "$@" || status=$?
+.venv/bin/pytest -p no:cacheprovider "${xdist[@]}" --durations=30 --junitxml=test-results/junit.xml "$@" \
+  || status=$?
 if [[ -n $build && -e $build/seconds ]]; then
   printf 'guest image (built in the background)\t%s\n' "$(cat "$build/seconds")" >> test-results/steps.tsv
-  [[ -e $build/waited_s ]] && printf 'pytest waiting for the guest image\t%s\n' "$(cat "$build/waited_s")" >> test-results/steps.tsv
+  for waited in "$build"/waited_s*; do  # one file per lane: waited_s.gw0, waited_s.gw1
+    [[ -e $waited ]] || continue
+    lane=${waited##*/waited_s}
+    printf 'pytest waiting for the guest image%s\t%s\n' "${lane:+ (lane ${lane#.})}" "$(cat "$waited")" \
+      >> test-results/steps.tsv
+  done
 fi
 exit $status

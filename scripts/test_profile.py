@@ -47,6 +47,7 @@ class Case:
     area: str
     seconds: float
     outcome: str
+    lane: str = ""  # the xdist worker that ran it (gw0, gw1), empty in a one-lane run
 
 
 def area_of(classname: str) -> str:
@@ -64,7 +65,8 @@ def read_cases(junit: Path) -> tuple[list[Case], float]:
             if tc.find(tag) is not None:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
         classname, seconds = tc.get("classname", ""), float(tc.get("time", 0))
-        cases.append(Case(f"{classname}::{tc.get('name')}", area_of(classname), seconds, outcome))
+        lane = next((p.get("value", "") for p in tc.iter("property") if p.get("name") == "lane"), "")
+        cases.append(Case(f"{classname}::{tc.get('name')}", area_of(classname), seconds, outcome, lane))
     return cases, sum(float(s.get("time", 0)) for s in suites)
 
 
@@ -98,7 +100,7 @@ def markdown(cases: list[Case], pytest_wall: float, steps: list[tuple[str, float
     for case in cases:
         by_area[case.area].append(case)
     summed = sum(c.seconds for c in cases)
-    lines = ["| step or area | tests | time | share of pytest |", "|---|---|---|---|"]
+    lines = ["| step or area | tests | time | share of test time |", "|---|---|---|---|"]
     lines += [f"| {name} | | {minutes(seconds)} | |" for name, seconds in steps]
     for area, group in sorted(by_area.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
         t = sum(c.seconds for c in group)
@@ -107,6 +109,13 @@ def markdown(cases: list[Case], pytest_wall: float, steps: list[tuple[str, float
     for case in cases:
         outcomes[case.outcome] += 1
     counted = ", ".join(f"{n} {outcome}" for outcome, n in sorted(outcomes.items()))
+    lanes: dict[str, list[Case]] = defaultdict(list)
+    for case in cases:
+        if case.lane:
+            lanes[case.lane].append(case)
+    for lane, group in sorted(lanes.items()):  # each lane's busy time; the wall time is the longest
+        t = sum(c.seconds for c in group)
+        lines.append(f"| lane {lane} (tests run one after another) | {len(group)} | {minutes(t)} | |")
     lines.append(f"| **pytest wall time** | {len(cases)} ({counted}) | {minutes(pytest_wall)} | |")
     lines += ["", f"The {slowest} slowest tests:", "", "| test | area | time |", "|---|---|---|"]
     for case in sorted(cases, key=lambda c: -c.seconds)[:slowest]:
