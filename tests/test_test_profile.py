@@ -42,3 +42,19 @@ def test_areas_sums_and_the_slowest_come_from_the_junit_file(tmp_path, capsys):
 def test_without_a_junit_file_it_says_to_run_the_suite(tmp_path, capsys):
     assert load().main(["--results", str(tmp_path)]) == 1
     assert "run make test first" in capsys.readouterr().err
+
+
+def test_a_two_lane_run_lists_each_lanes_busy_time(tmp_path, capsys):
+    lanes = JUNIT.replace(
+        'name="test_guest" time="60.0"/>',
+        'name="test_guest" time="60.0"><properties><property name="lane" value="gw1"/></properties>'
+        "</testcase>",
+    ).replace(
+        'name="test_a" time="2.5"/>',
+        'name="test_a" time="2.5"><properties><property name="lane" value="gw0"/></properties></testcase>',
+    )
+    (tmp_path / "junit.xml").write_text(lanes)
+    assert load().main(["--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| lane gw0 (tests run one after another) | 1 | 2.5 s | |" in out
+    assert "| lane gw1 (tests run one after another) | 1 | 1 min 00.0 s | |" in out
