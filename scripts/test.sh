@@ -60,10 +60,10 @@ step "front-end unit tests (node)"
 
 echo "==> pytest"
 [ $# -gt 0 ] || set -- tests
-# Two lanes (pytest-xdist): most tests wait on real time, not on the CPU. tests/fixtures/lanes.py
-# keeps each file in one lane and every guest-booting test in one group; QOELAB_TEST_LANES=1 runs
-# the suite in one process, as before.
-lanes=${QOELAB_TEST_LANES:-2}
+# QOELAB_TEST_LANES=2 runs the suite in two lanes (pytest-xdist; tests/fixtures/lanes.py keeps each
+# file in one lane and every guest-booting file in one unit). One lane is the default: two lanes keep
+# both cores busy, and on a fresh 2-core host the X2Go-in-guest trial then timed out (docs/testing.md).
+lanes=${QOELAB_TEST_LANES:-1}
 [[ $lanes =~ ^[1-8]$ ]] || { echo "QOELAB_TEST_LANES must be 1-8, got '$lanes'" >&2; exit 2; }
 xdist=()
 ((lanes > 1)) && xdist=(-n "$lanes" --dist loadfile --no-loadscope-reorder)

@@ -156,7 +156,7 @@ def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: 
             pages=2, quiet_s=2.0, prefix=prefix, record=record,
         )  # fmt: skip
     print(f"{protocol}: vm {result['vm']['accel']} ready {result['vm']['boot_to_ready_s']} s, T/X:",
-          [(round(u["T_ms"]), u["bytes_down"]) for u in result["updates"]])  # fmt: skip
+          [(u["T_ms"] and round(u["T_ms"]), u["bytes_down"]) for u in result["updates"]])  # fmt: skip
     assert result["vm"]["accel"] in ("kvm", "tcg")
     # The first trial on a host saves the guest's state; every trial then starts from it.
     assert result["vm"]["start"] == "snapshot", result["vm"].get("snapshot_error")
