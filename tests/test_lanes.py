@@ -27,6 +27,8 @@ def test_x(n):
 @pytest.fixture
 def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
     monkeypatch.setenv("PYTHONPATH", str(TESTS))
+    # Not the real build's directory: an inner lane would write its wait over the outer run's.
+    monkeypatch.delenv("QOELAB_VM_IMAGE_BUILD", raising=False)
     pytester.makeini("[pytest]\nmarkers =\n    guest: boots a guest\n")
     (pytester.path / "tests").mkdir()
     pytester.makeconftest("pytest_plugins = ['fixtures.lanes', 'fixtures.vm_image_build']")
