@@ -39,7 +39,7 @@ frontend: ## build the front-end static files into frontend/dist
 schema: ## regenerate docs/openapi.yaml from the API
 	@set -a; . .state/env; set +a; QOELAB_DEBUG=true .venv/bin/python backend/manage.py spectacular --file docs/openapi.yaml
 
-vm-image: ## build the Debian guest for VM server mode into vm-images/out (cached by input hash; root)
+vm-image: deps ## build the Debian guest for VM server mode into vm-images/out (cached by input hash; root)
 	@vm-images/build.sh
 
 clean: ## remove build outputs (keeps .venv and .state)

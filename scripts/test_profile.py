@@ -3,6 +3,8 @@
 Reads what ``make test`` leaves in test-results/: ``steps.tsv`` (each static step's seconds, written
 by scripts/test.sh) and ``junit.xml`` (pytest's, each test's setup + call + teardown). A test's area
 is the folder it lives in; a module-scoped fixture's start-up counts in the first test that uses it.
+Where junit.xml has each test's ``host_cpu_s`` (tests/fixtures/host_cpu.py), the tables also give
+the host's CPU time meanwhile and how busy that kept its cores.
 
     .venv/bin/python scripts/test_profile.py              # the tables, as markdown
     .venv/bin/python scripts/test_profile.py --slowest 50 --results /tmp/ci1/main/test-results
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
@@ -48,6 +51,7 @@ class Case:
     seconds: float
     outcome: str
     lane: str = ""  # the xdist worker that ran it (gw0, gw1), empty in a one-lane run
+    host_cpu: float | None = None  # the host's CPU seconds meanwhile (tests/fixtures/host_cpu.py)
 
 
 def area_of(classname: str) -> str:
@@ -65,8 +69,10 @@ def read_cases(junit: Path) -> tuple[list[Case], float]:
             if tc.find(tag) is not None:
                 outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[tag]
         classname, seconds = tc.get("classname", ""), float(tc.get("time", 0))
-        lane = next((p.get("value", "") for p in tc.iter("property") if p.get("name") == "lane"), "")
-        cases.append(Case(f"{classname}::{tc.get('name')}", area_of(classname), seconds, outcome, lane))
+        props = {p.get("name"): p.get("value", "") for p in tc.iter("property")}
+        cpu = float(props["host_cpu_s"]) if "host_cpu_s" in props else None
+        name = f"{classname}::{tc.get('name')}"
+        cases.append(Case(name, area_of(classname), seconds, outcome, props.get("lane", ""), cpu))
     return cases, sum(float(s.get("time", 0)) for s in suites)
 
 
@@ -95,16 +101,40 @@ def provenance(results: Path) -> list[str]:
     ]
 
 
-def markdown(cases: list[Case], pytest_wall: float, steps: list[tuple[str, float]], slowest: int) -> str:
+class Cpu:
+    """The host-CPU columns, for a run whose junit file has them (older committed runs do not)."""
+
+    def __init__(self, cases: list[Case], cores: int) -> None:
+        self.on, self.cores = any(c.host_cpu is not None for c in cases), cores
+
+    def head(self) -> tuple[str, str]:
+        return (" host CPU | cores busy |", "---|---|") if self.on else ("", "")
+
+    def cells(self, group: list[Case]) -> str:
+        if not self.on:
+            return ""
+        cpu, t = sum(c.host_cpu or 0.0 for c in group), sum(c.seconds for c in group)
+        busy = f"{100 * cpu / (t * self.cores):.0f} %" if t else ""
+        return f" {minutes(cpu)} | {busy} |"
+
+    def blank(self) -> str:
+        return " | |" if self.on else ""
+
+
+def markdown(
+    cases: list[Case], pytest_wall: float, steps: list[tuple[str, float]], slowest: int, cores: int = 2
+) -> str:
     by_area: dict[str, list[Case]] = defaultdict(list)
     for case in cases:
         by_area[case.area].append(case)
     summed = sum(c.seconds for c in cases)
-    lines = ["| step or area | tests | time | share of test time |", "|---|---|---|---|"]
-    lines += [f"| {name} | | {minutes(seconds)} | |" for name, seconds in steps]
+    cpu = Cpu(cases, cores)
+    head, rule = cpu.head()
+    lines = [f"| step or area | tests | time | share of test time |{head}", f"|---|---|---|---|{rule}"]
+    lines += [f"| {name} | | {minutes(seconds)} | |{cpu.blank()}" for name, seconds in steps]
     for area, group in sorted(by_area.items(), key=lambda kv: -sum(c.seconds for c in kv[1])):
         t = sum(c.seconds for c in group)
-        lines.append(f"| {area} | {len(group)} | {minutes(t)} | {100 * t / summed:.0f} % |")
+        lines.append(f"| {area} | {len(group)} | {minutes(t)} | {100 * t / summed:.0f} % |{cpu.cells(group)}")
     outcomes = defaultdict(int)
     for case in cases:
         outcomes[case.outcome] += 1
@@ -115,11 +145,15 @@ def markdown(cases: list[Case], pytest_wall: float, steps: list[tuple[str, float
             lanes[case.lane].append(case)
     for lane, group in sorted(lanes.items()):  # each lane's busy time; the wall time is the longest
         t = sum(c.seconds for c in group)
-        lines.append(f"| lane {lane} (tests run one after another) | {len(group)} | {minutes(t)} | |")
-    lines.append(f"| **pytest wall time** | {len(cases)} ({counted}) | {minutes(pytest_wall)} | |")
-    lines += ["", f"The {slowest} slowest tests:", "", "| test | area | time |", "|---|---|---|"]
+        row = f"| lane {lane} (tests run one after another) | {len(group)} | {minutes(t)} | |"
+        lines.append(row + cpu.blank())
+    lines.append(
+        f"| **pytest wall time** | {len(cases)} ({counted}) | {minutes(pytest_wall)} | |{cpu.cells(cases)}"
+    )
+    lines += ["", f"The {slowest} slowest tests:", ""]
+    lines += [f"| test | area | time |{head}", f"|---|---|---|{rule}"]
     for case in sorted(cases, key=lambda c: -c.seconds)[:slowest]:
-        lines.append(f"| `{case.name}` | {case.area} | {minutes(case.seconds)} |")
+        lines.append(f"| `{case.name}` | {case.area} | {minutes(case.seconds)} |{cpu.cells([case])}")
     return "\n".join(lines)
 
 
@@ -134,10 +168,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{junit} does not exist: run make test first", file=sys.stderr)
         return 1
     cases, wall = read_cases(junit)
+    run = args.results / "run.json"
+    cores = int(json.loads(run.read_text())["cores"]) if run.exists() else os.cpu_count() or 1
     text = "\n".join(
         [
             *provenance(args.results),
-            markdown(cases, wall, read_steps(args.results / "steps.tsv"), args.slowest),
+            markdown(cases, wall, read_steps(args.results / "steps.tsv"), args.slowest, cores),
         ]
     )
     print(text)

@@ -58,3 +58,31 @@ def test_a_two_lane_run_lists_each_lanes_busy_time(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| lane gw0 (tests run one after another) | 1 | 2.5 s | |" in out
     assert "| lane gw1 (tests run one after another) | 1 | 1 min 00.0 s | |" in out
+
+
+def test_the_hosts_cpu_during_each_test_gives_how_busy_the_cores_were(tmp_path, capsys):
+    cpu = JUNIT.replace(
+        'name="test_guest" time="60.0"/>',
+        'name="test_guest" time="60.0"><properties><property name="host_cpu_s" value="90.0"/></properties>'
+        "</testcase>",
+    )
+    (tmp_path / "junit.xml").write_text(cpu)
+    (tmp_path / "run.json").write_text(
+        '{"date": "d", "commit": "c", "cpu": "x", "cores": 2, "kernel": "k", "host_load": "quiet",'
+        ' "how": "h", "ci_run_wall_minutes": 2, "before_pytest": "b"}'
+    )
+    assert load().main(["--results", str(tmp_path), "--slowest", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| step or area | tests | time | share of test time | host CPU | cores busy |" in out
+    assert "| VM guests (QEMU) | 1 | 1 min 00.0 s | 64 % | 1 min 30.0 s | 75 % |" in out  # 90 of 2 x 60 s
+    guest = "`tests.workers.vm.test_vm_trials::test_guest` | VM guests (QEMU)"
+    assert f"| {guest} | 1 min 00.0 s | 1 min 30.0 s | 75 % |" in out
+
+
+def test_the_host_cpu_plugin_reads_a_growing_busy_time():
+    from fixtures.host_cpu import busy_seconds
+
+    first = busy_seconds()
+    while busy_seconds() == first:  # this loop itself keeps a core busy until the next tick
+        pass
+    assert busy_seconds() > first > 0

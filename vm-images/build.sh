@@ -17,10 +17,12 @@ die() { echo "vm-image: $*" >&2; exit 1; }
 for tool in debootstrap qemu-img qemu-system-x86_64 mkfs.ext4 sha256sum python3 ssh-keygen; do
     command -v "$tool" >/dev/null || die "missing $tool: apt-get install -y debootstrap qemu-utils qemu-system-x86 e2fsprogs python3"
 done
+QOELAB="$HERE/../.venv/bin/qoelab"  # the self-test boots the image as a trial would
+[[ -x "$QOELAB" ]] || die "missing $QOELAB (the self-test runs qoelab vm prepare): run make deps first"
 
 INPUT_HASH="$(cat "$HERE/build.sh" "$HERE/packages.txt" | sha256sum | cut -d' ' -f1)"
 if [[ $FORCE -eq 0 && -f "$OUT/manifest.json" && -f "$OUT/disk.qcow2" ]] \
-    && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["input_hash"] != sys.argv[2])' \
+    && python3 -c 'import json,sys; m = json.load(open(sys.argv[1])); sys.exit(m["input_hash"] != sys.argv[2] or not m.get("selftest"))' \
         "$OUT/manifest.json" "$INPUT_HASH"; then
     echo "vm-image: up to date ($OUT, input hash ${INPUT_HASH:0:12})"
     exit 0
@@ -39,8 +41,18 @@ START=$(date +%s)
 WORK="$(mktemp -d "${TMPDIR:-/var/tmp}/qoelab-vm-image.XXXXXX")"
 ROOT="$WORK/root"
 SELFTEST_PID=""
+SELFTEST_PENDING=0
+rollback() {  # the new image failed its self-test or the build was stopped during it: the old one back
+    rm -rf "$OUT"
+    [[ -e "$OUT.old" ]] && mv "$OUT.old" "$OUT"
+    SELFTEST_PENDING=0
+}
 cleanup() {
-    [[ -n "$SELFTEST_PID" ]] && kill "$SELFTEST_PID" 2>/dev/null
+    if [[ -n "$SELFTEST_PID" ]]; then  # qoelab stops its QEMU and drops its namespace on SIGTERM
+        kill "$SELFTEST_PID" 2>/dev/null
+        wait "$SELFTEST_PID" 2>/dev/null
+    fi
+    (( SELFTEST_PENDING )) && rollback
     for m in dev/pts dev proc sys; do mountpoint -q "$ROOT/$m" 2>/dev/null && umount -l "$ROOT/$m"; done
     rm -rf "$WORK"
 }
@@ -300,44 +312,11 @@ rm -rf "$ROOT"/var/cache/apt/archives/*.deb "$ROOT"/var/lib/apt/lists/*_*
 mkfs.ext4 -q -F -L qoelab-root -d "$ROOT" "$WORK/disk.raw" "$DISK_SIZE"
 qemu-img convert -O qcow2 -c "$WORK/disk.raw" "$OUT.new/disk.qcow2"
 
-# --- self-test: the new image boots once (TCG, which every host has) and its kiosk shows the start page
-# An image that a package update broke fails here, at build time, never at a trial's. The guest says
-# QOELAB-PAGE-SHOWN on ttyS1 once its browser's window carries a qoelab page title (the start page
-# needs no network: it waits for the trial's page server, which is not there). Its NIC is on an
-# empty QEMU hub: the link is up as in a trial (no wait for a network), and no packet leaves QEMU.
-SELFTEST_S="${QOELAB_VM_SELFTEST_S:-300}"
-echo "vm-image: self-test: booting the new image (TCG, at most $SELFTEST_S s to the start page)"
-qemu-img create -q -f qcow2 -b "$OUT.new/disk.qcow2" -F qcow2 "$WORK/selftest.qcow2"
-qemu-system-x86_64 -accel tcg -nodefaults -no-user-config -machine q35 -cpu max -m 1536 -smp 2 \
-    -kernel "$OUT.new/vmlinuz" -initrd "$OUT.new/initrd.img" \
-    -append "root=/dev/vda rw console=ttyS0 loglevel=4 video=800x600" \
-    -drive "file=$WORK/selftest.qcow2,format=qcow2,if=virtio,cache=unsafe" -vga std -display none \
-    -serial "file:$WORK/selftest-console.log" -chardev "file,id=ready,path=$WORK/selftest-ready.log" \
-    -serial chardev:ready -device virtio-rng-pci \
-    -netdev hubport,id=net0,hubid=0 -device virtio-net-pci,netdev=net0 >"$WORK/selftest-qemu.log" 2>&1 &
-SELFTEST_PID=$!
-T0=$(date +%s); SHOWN=""
-while [[ -z "$SHOWN" ]]; do
-    SHOWN="$(grep -m1 '^QOELAB-PAGE-SHOWN console' "$WORK/selftest-ready.log" 2>/dev/null | tr -d '\r' || true)"
-    [[ -n "$SHOWN" ]] && break
-    REPORTS=""
-    [[ -f "$WORK/selftest-ready.log" ]] && REPORTS="$(tr -d '\r' <"$WORK/selftest-ready.log" | tr '\n' ';')"
-    kill -0 "$SELFTEST_PID" 2>/dev/null \
-        || die "self-test: QEMU exited before the new image showed its start page: $(tail -3 "$WORK/selftest-qemu.log")"
-    grep -q '^QOELAB-BROWSER-GAVE-UP' "$WORK/selftest-ready.log" 2>/dev/null \
-        && die "self-test: the new image's kiosk browser never showed its start page (guest: ${REPORTS:-nothing}); not installed"
-    (( $(date +%s) - T0 > SELFTEST_S )) \
-        && die "self-test: the new image did not show its start page within $SELFTEST_S s (guest: ${REPORTS:-nothing}); not installed"
-    sleep 1
-done
-SELFTEST_SECONDS=$(( $(date +%s) - T0 ))
-kill "$SELFTEST_PID"; wait "$SELFTEST_PID" 2>/dev/null || true; SELFTEST_PID=""
-echo "vm-image: self-test passed: start page shown $SELFTEST_SECONDS s after QEMU started (${SHOWN})"
-
+# --- manifest, install --------------------------------------------------------------------------
 END=$(date +%s)
-python3 - "$OUT.new" "$INPUT_HASH" "$SUITE" "$MIRROR" "$START" "$END" "$DISK_SIZE" "$SELFTEST_SECONDS" "$SHOWN" <<'PY'
+python3 - "$OUT.new" "$INPUT_HASH" "$SUITE" "$MIRROR" "$START" "$END" "$DISK_SIZE" <<'PY'
 import hashlib, json, os, sys
-out, input_hash, suite, mirror, start, end, disk_size, selftest_s, shown = sys.argv[1:]
+out, input_hash, suite, mirror, start, end, disk_size = sys.argv[1:]
 def sha(p):
     h = hashlib.sha256()
     with open(p, "rb") as f:
@@ -349,8 +328,42 @@ files = {n: {"sha256": sha(os.path.join(out, n)), "bytes": os.path.getsize(os.pa
 pkgs = dict(line.split("\t", 1) for line in open(os.path.join(out, "packages.tsv")).read().splitlines())
 json.dump({"format": 1, "input_hash": input_hash, "suite": suite, "mirror": mirror,
            "built_at": int(end), "build_seconds": int(end) - int(start), "disk_virtual_size": disk_size,
-           "files": files, "packages": pkgs,
-           "selftest": {"accel": "tcg", "page_shown_s": int(selftest_s), "guest_line": shown}}, open(os.path.join(out, "manifest.json"), "w"), indent=1, sort_keys=True)
+           "files": files, "packages": pkgs, "selftest": None},
+          open(os.path.join(out, "manifest.json"), "w"), indent=1, sort_keys=True)
 PY
-rm -rf "$OUT"; mv "$OUT.new" "$OUT"
-echo "vm-image: built $OUT in $((END - START)) s ($(du -sh "$OUT/disk.qcow2" | cut -f1) disk)"
+# The new image goes in place before its self-test (the guest's saved state refers to its disk by
+# path); the old one waits beside it and comes back if the self-test fails or is interrupted.
+rm -rf "$OUT.old"
+[[ -e "$OUT" ]] && mv "$OUT" "$OUT.old"
+mv "$OUT.new" "$OUT"
+SELFTEST_PENDING=1
+
+# --- self-test: the new image boots once (TCG, which every host has) and its kiosk shows the start page
+# An image that a package update broke fails here, at build time, never at a trial's. The self-test
+# is `qoelab vm prepare`: it boots the guest as a trial would (in a private namespace, its NIC on a
+# tap with nothing behind it), waits until the guest says its browser shows a qoelab page and the
+# screen is painted, and saves that state. The host's first VM-mode trial (under TCG) then restores
+# it instead of booting a second time.
+echo "vm-image: self-test: booting the new image (TCG) to its start page and saving it (qoelab vm prepare)"
+"$QOELAB" vm prepare --accel tcg --image-dir "$OUT" --json >"$WORK/selftest.json" 2>"$WORK/selftest.err" &
+SELFTEST_PID=$!
+wait "$SELFTEST_PID" && rc=0 || rc=$?
+SELFTEST_PID=""
+if (( rc != 0 )); then
+    rollback
+    die "self-test: the new image did not show its start page ($(tail -3 "$WORK/selftest.err" | tr '\n' ' ')); not installed"
+fi
+python3 - "$OUT/manifest.json" "$WORK/selftest.json" <<'PY'
+import json, sys
+path, selftest = sys.argv[1:]
+manifest, done = json.load(open(path)), json.load(open(selftest))
+manifest["selftest"] = {"accel": done["accel"], "page_shown_s": done["boot_to_ready_s"],
+                        "snapshot": done["key"], "by": "qoelab vm prepare"}
+json.dump(manifest, open(path + ".new", "w"), indent=1, sort_keys=True)
+PY
+mv "$OUT/manifest.json.new" "$OUT/manifest.json"
+SELFTEST_PENDING=0
+rm -rf "$OUT.old"
+echo "vm-image: self-test passed: start page shown $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["boot_to_ready_s"])' "$WORK/selftest.json") s after QEMU started; the guest's state is saved"
+
+echo "vm-image: built $OUT in $((END - START)) s, self-test included $(( $(date +%s) - START )) s ($(du -sh "$OUT/disk.qcow2" | cut -f1) disk)"

@@ -43,10 +43,32 @@ def _tcp_banner(link, which: str, host: str, port: int, want: bytes) -> bytes:
     return res.stdout.encode("latin1")
 
 
+def test_the_image_builds_self_test_saved_the_guest_a_trial_restores(image) -> None:
+    """The build's self-test is ``qoelab vm prepare`` under TCG: the state it saved has the key a
+    trial here looks up, so a fresh host's first VM trial restores instead of booting again."""
+    import json
+
+    from qoelab.vm.qemu import DEFAULT_MEMORY_MB
+    from qoelab.vm.snapshot import load_snapshot, snapshot_key
+
+    selftest = image.manifest["selftest"]
+    assert selftest["by"] == "qoelab vm prepare" and selftest["accel"] == "tcg", selftest
+    assert selftest["snapshot"] == snapshot_key(image, "tcg", DEFAULT_MEMORY_MB), selftest
+    accel, _ = vmguest.resolve_accel("auto", image)
+    qoelab = str(Path(sys.executable).with_name("qoelab"))
+    res = subprocess.run([qoelab, "vm", "prepare", "--json"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    done = json.loads(res.stdout)
+    print(f"qoelab vm prepare: {'booted and saved' if done['made'] else 'saved already'} ({done['accel']})")
+    assert done["accel"] == accel and done["key"] == snapshot_key(image, accel, DEFAULT_MEMORY_MB), done
+    snap = load_snapshot(done["key"])
+    assert snap is not None and snap.kind == "desktop" and snap.accel == accel, done
+
+
 def test_a_guest_serves_vnc_and_ssh_on_the_server_side_and_leaves_nothing(image, tmp_path: Path) -> None:
-    """Started as trials start it, from the host's saved state: that state is made here if missing,
-    by a cold boot to the start page (``make_snapshot``), so a fresh host tests the boot too. (A cold
-    boot on every run cost this test about 50 s under TCG.)"""
+    """Started as trials start it, from the host's saved state (saved by the image build's self-test;
+    made here by a cold boot to the start page if missing). A cold boot on every run cost this test
+    about 50 s under TCG."""
     from qoelab.emulation import LinkProfile, emulated_link
     from qoelab.emulation.topology import SERVER_IP
     from qoelab.rd.desktop import serve_pages

@@ -557,3 +557,11 @@ def test_a_qmp_socket_in_a_deep_work_directory_goes_to_a_short_one_removed_by_cl
     assert len(str(path)) <= 107 and path.parent.name.startswith("qqmp-qvu1-") and path.parent.is_dir()
     removed = vmguest.cleanup_leftovers("qvu1")
     assert f"qmp directory {path.parent}" in removed and not path.parent.exists()
+
+
+def test_prepare_without_an_image_says_run_make_vm_image(tmp_path: Path, capsys) -> None:
+    from qoelab.cli import main
+
+    assert main(["vm", "prepare", "--image-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"no guest image in {tmp_path}" in err and "run make vm-image" in err, err

@@ -1,15 +1,21 @@
-"""``qoelab vm check``: can this host run VM-mode trials, under which accelerator, and with what limits.
+"""``qoelab vm check`` and ``qoelab vm prepare``: can this host run VM-mode trials, and their saved guest.
 
-The same answers a trial gets (``qoelab.vm.guest.resolve_accel``: the KVM probe, cached until the
-host reboots, and ``QOELAB_VM_ALLOW_TCG``), the image a trial would boot and the QEMU it would run,
-and the timeouts that accelerator gets (``qoelab.vm.qemu.guest_timeouts``). Registered by the
-top-level ``qoelab`` command (:func:`register`).
+``check`` gives the same answers a trial gets (``qoelab.vm.guest.resolve_accel``: the KVM probe,
+cached until the host reboots, and ``QOELAB_VM_ALLOW_TCG``), the image a trial would boot and the
+QEMU it would run, and the timeouts that accelerator gets (``qoelab.vm.qemu.guest_timeouts``).
+``prepare`` boots the desktop guest to its start page and saves it, as a host's first VM trial
+would; the image build runs it as its self-test, so a new image's first trial restores instead of
+booting. Registered by the top-level ``qoelab`` command (:func:`register`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import signal
+import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -87,6 +93,74 @@ def check_vm(requested: str = "auto") -> VmCheck:
     return found
 
 
+PREPARE_EPILOG = """\
+Boots the desktop guest in a private namespace until its kiosk has painted the start page, pauses
+it and saves its state under /var/tmp/qoelab-vm/snapshots/ (QOELAB_VM_OVERLAY_DIR), keyed by the
+image, QEMU, accelerator and machine. Every later VM-mode trial on this host then restores that
+state in seconds instead of booting. When the state is saved already, nothing boots. The image
+build (make vm-image) runs this under TCG as its self-test. Exit status 0 when the state is saved.
+
+examples:
+  qoelab vm prepare                  # the accelerator a trial would get here
+  qoelab vm prepare --accel tcg --image-dir vm-images/out --json
+"""
+
+
+@dataclass
+class Prepared:
+    """The desktop guest's saved state on this host (``made``: booted and saved by this call)."""
+
+    key: str
+    directory: str
+    accel: str
+    accel_reason: str
+    made: bool
+    boot_to_ready_s: float | None
+    save_s: float | None
+    state_bytes: int | None
+
+
+def prepare_vm(requested: str = "auto", image_dir: str | None = None) -> Prepared:
+    """Find or make the desktop guest's saved state for the accelerator a trial gets here."""
+    from pathlib import Path
+
+    from qoelab.emulation.system import new_prefix
+    from qoelab.vm.guest import GuestError, overlay_dir, resolve_accel
+    from qoelab.vm.image import load_image
+    from qoelab.vm.qemu import DEFAULT_MEMORY_MB
+    from qoelab.vm.snapshot import SnapshotError, get_snapshot, load_snapshot, snapshot_key
+
+    image = load_image(Path(image_dir) if image_dir else None)
+    accel, reason = resolve_accel(requested, image)
+    key = snapshot_key(image, accel, DEFAULT_MEMORY_MB)
+    made = load_snapshot(key) is None
+    overlay_dir().mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="prepare-", dir=overlay_dir()))
+    try:
+        snap = get_snapshot(image, accel, new_prefix("qlvp"), DEFAULT_MEMORY_MB, workdir)
+    except (SnapshotError, GuestError) as err:  # the guest's logs stay for a look
+        raise SnapshotError(f"{err} (the guest's logs: {workdir})") from None
+    shutil.rmtree(workdir, ignore_errors=True)
+    meta = snap.meta
+    return Prepared(key=snap.directory.name, directory=str(snap.directory), accel=accel,
+                    accel_reason=reason, made=made, boot_to_ready_s=meta.get("boot_to_ready_s"),
+                    save_s=meta.get("save_s"), state_bytes=meta.get("state_bytes"))  # fmt: skip
+
+
+def cmd_prepare(args: argparse.Namespace) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # unwind: stop QEMU, drop the namespace
+    done = prepare_vm(args.accel, args.image_dir)
+    if args.json:
+        print(json.dumps(asdict(done), indent=2))
+    elif done.made:
+        mb = (done.state_bytes or 0) >> 20
+        print(f"saved the desktop guest ({done.accel}): page shown {done.boot_to_ready_s} s after QEMU "
+              f"started, saved in {done.save_s} s, {mb} MB: {done.directory}")  # fmt: skip
+    else:
+        print(f"the desktop guest ({done.accel}) is saved already: {done.directory}")
+    return 0
+
+
 def render(found: VmCheck) -> str:
     accel = f" under {found.accel.upper()}" if found.accel else ""
     verdict = f"VM mode can run here{accel}" if found.ok else "VM mode cannot run here"
@@ -125,7 +199,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    """Add ``vm`` with ``check`` to an argparse subparsers object."""
+    """Add ``vm`` with ``check`` and ``prepare`` to an argparse subparsers object."""
     vm = subparsers.add_parser("vm", help="VM server mode: this host's QEMU, guest image and accelerator")
     sub = vm.add_subparsers(dest="vm_command", metavar="COMMAND", required=True)
     check = sub.add_parser(
@@ -141,3 +215,17 @@ def register(subparsers: Any) -> None:
     )  # fmt: skip
     check.add_argument("--json", action="store_true", help="print the findings as JSON")
     check.set_defaults(func=cmd_check)
+    prepare = sub.add_parser(
+        "prepare",
+        help="boot the desktop guest once and save it, so that VM-mode trials here restore it",
+        description="Save the desktop guest's state for the accelerator a trial gets here.",
+        epilog=PREPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    prepare.add_argument(
+        "--accel", choices=("auto", "kvm", "tcg"), default="auto",
+        help="the accelerator to save it for (default auto: KVM if it runs guests, else TCG)",
+    )  # fmt: skip
+    prepare.add_argument("--image-dir", metavar="DIR", help="the guest image (default: vm-images/out)")
+    prepare.add_argument("--json", action="store_true", help="print what was saved as JSON")
+    prepare.set_defaults(func=cmd_prepare)

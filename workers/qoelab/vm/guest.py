@@ -65,6 +65,7 @@ BOOT_ATTEMPTS = 2  # a boot QEMU dies in (killed by a signal) is tried once more
 PAGE_PORT = 8080  # the guest's start page waits for http://10.213.0.1:8080/page1.html (vm-images/build.sh)
 _PREFIX_OK = re.compile(r"^[a-z][a-z0-9-]{1,12}$")
 _OVERLAY_RE = re.compile(r"^(?P<prefix>[a-z][a-z0-9-]*)-(?P<token>[0-9a-f]{8})\.qcow2$")
+QMP_DIR_PREFIX = "qqmp-"  # a QMP socket's short directory in /tmp, named after the trial's prefix
 
 
 class GuestError(QoelabError):
@@ -184,7 +185,6 @@ def cleanup_leftovers(prefix: str) -> list[str]:
     return removed + cleanup_snapshot_leftovers(prefix)
 
 
-QMP_DIR_PREFIX = "qqmp-"
 # A unix socket's path must fit sockaddr_un's 108 bytes (QEMU refuses a longer one); a trial's work
 # directory under a worker's work root can be deeper than that allows.
 _SUN_PATH_MAX = 107
