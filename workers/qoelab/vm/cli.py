@@ -198,34 +198,32 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if found.ok else EXIT_CANNOT_RUN
 
 
+def _command(sub: Any, name: str, summary: str, description: str, epilog: str, purpose: str) -> Any:
+    """One ``vm`` subcommand with the options both have: ``--accel`` (for ``purpose``) and ``--json``."""
+    cmd = sub.add_parser(name, help=summary, description=description, epilog=epilog,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    cmd.add_argument(
+        "--accel", choices=("auto", "kvm", "tcg"), default="auto",
+        help=f"the accelerator to {purpose} (default auto: KVM if it runs guests, else TCG)",
+    )  # fmt: skip
+    cmd.add_argument("--json", action="store_true", help="print the result as JSON")
+    return cmd
+
+
 def register(subparsers: Any) -> None:
     """Add ``vm`` with ``check`` and ``prepare`` to an argparse subparsers object."""
     vm = subparsers.add_parser("vm", help="VM server mode: this host's QEMU, guest image and accelerator")
     sub = vm.add_subparsers(dest="vm_command", metavar="COMMAND", required=True)
-    check = sub.add_parser(
-        "check",
-        help="can VM-mode trials run here, under KVM or TCG, and with which timeouts",
-        description="Check QEMU, the guest image and the accelerator a VM-mode trial would get here.",
-        epilog=CHECK_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    check.add_argument(
-        "--accel", choices=("auto", "kvm", "tcg"), default="auto",
-        help="the accelerator to check for (default auto: KVM if it runs guests, else TCG)",
+    check = _command(
+        sub, "check", "can VM-mode trials run here, under KVM or TCG, and with which timeouts",
+        "Check QEMU, the guest image and the accelerator a VM-mode trial would get here.",
+        CHECK_EPILOG, "check for",
     )  # fmt: skip
-    check.add_argument("--json", action="store_true", help="print the findings as JSON")
     check.set_defaults(func=cmd_check)
-    prepare = sub.add_parser(
-        "prepare",
-        help="boot the desktop guest once and save it, so that VM-mode trials here restore it",
-        description="Save the desktop guest's state for the accelerator a trial gets here.",
-        epilog=PREPARE_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    prepare.add_argument(
-        "--accel", choices=("auto", "kvm", "tcg"), default="auto",
-        help="the accelerator to save it for (default auto: KVM if it runs guests, else TCG)",
+    prepare = _command(
+        sub, "prepare", "boot the desktop guest once and save it, so that VM-mode trials here restore it",
+        "Save the desktop guest's state for the accelerator a trial gets here.", PREPARE_EPILOG,
+        "save it for",
     )  # fmt: skip
     prepare.add_argument("--image-dir", metavar="DIR", help="the guest image (default: vm-images/out)")
-    prepare.add_argument("--json", action="store_true", help="print what was saved as JSON")
     prepare.set_defaults(func=cmd_prepare)
