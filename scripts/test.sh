@@ -60,10 +60,10 @@ step "front-end unit tests (node)"
 
 echo "==> pytest"
 [ $# -gt 0 ] || set -- tests
-# QOELAB_TEST_LANES=2 runs the suite in two lanes (pytest-xdist; tests/fixtures/lanes.py keeps each
-# file in one lane and every guest-booting file in one unit). One lane is the default: two lanes keep
-# both cores busy, and on a fresh 2-core host the X2Go-in-guest trial then timed out (docs/testing.md).
-lanes=${QOELAB_TEST_LANES:-1}
+# The suite runs in two lanes (pytest-xdist; tests/fixtures/lanes.py keeps each file in one lane and
+# every guest-booting file in one unit): on a fresh 2-core host that took 23.9 minutes against 36.9
+# for one lane (docs/testing.md). QOELAB_TEST_LANES=1 runs it in one, in collection order.
+lanes=${QOELAB_TEST_LANES:-2}
 [[ $lanes =~ ^[1-8]$ ]] || { echo "QOELAB_TEST_LANES must be 1-8, got '$lanes'" >&2; exit 2; }
 xdist=()
 ((lanes > 1)) && xdist=(-n "$lanes" --dist loadfile --no-loadscope-reorder)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections import Counter
 from typing import Any
 
@@ -97,9 +98,23 @@ def test_two_workers_share_a_sweep_and_every_trial_runs_exactly_once(
     assert by_host == {t.pk: t.host_name for t in trials}, context
 
     # Worker side: each worker's own log names the trials it ran; no trial in both, none refused.
+    # The runner writes that line just after the backend has the result, so the sweep can be done
+    # a moment before the last line is in a worker's log (seen on a loaded host): wait for it.
+    def logs() -> dict[str, str]:
+        return {w.name: w.log_path.read_text(errors="replace")[log_start[w.name] :] for w in (first, second)}
+
+    def all_named() -> dict[str, str] | None:
+        texts = logs()
+        named = set().union(*(_trials_named_in_log(t, "succeeded") for t in texts.values()))
+        return texts if ids <= named else None
+
+    deadline = time.monotonic() + 30
+    while (texts := all_named()) is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    texts = texts or logs()  # not all named within 30 s: the assertions below say which is missing
     ran: dict[str, set[int]] = {}
     for w in (first, second):
-        text = w.log_path.read_text(errors="replace")[log_start[w.name] :]
+        text = texts[w.name]
         ran[w.name] = _trials_named_in_log(text, "succeeded") & ids
         assert not _trials_named_in_log(text, "failed") & ids, f"{w.name} reported a failure{context}"
         assert "no longer queued" not in text, f"{w.name} had a delivery refused{context}"

@@ -70,10 +70,10 @@ def test_the_sweep_list_blocks_are_what_their_results_give():
 
 def test_the_suite_profile_block_is_what_the_committed_run_gives(capsys):
     profile = load("test_profile_script", REPO / "scripts" / "test_profile.py")
-    results = REPO / "benchmarks" / "suite" / "2026-11-29-b"
+    results = REPO / "benchmarks" / "suite" / "2026-11-29-e"
     assert profile.main(["--results", str(results)]) == 0
     expected = capsys.readouterr().out.strip("\n")
     assert block(REPO / "docs" / "testing.md", profile.BEGIN, profile.END) == expected, (
         "docs/testing.md's profile is stale: .venv/bin/python scripts/test_profile.py "
-        "--results benchmarks/suite/2026-11-29-b --write-doc"
+        "--results benchmarks/suite/2026-11-29-e --write-doc"
     )
