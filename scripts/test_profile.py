@@ -10,7 +10,8 @@ the host's CPU time meanwhile and how busy that kept its cores.
     .venv/bin/python scripts/test_profile.py --slowest 50 --results /tmp/ci1/main/test-results
 
 A committed run (``benchmarks/suite/<date>/``: junit.xml, steps.tsv, and run.json with the commit,
-machine and whole-run time) goes into docs/testing.md with ``--results <that folder> --write-doc``.
+machine and whole-run time) goes into docs/testing.md with ``--results <that folder> --write-doc``;
+``--runs benchmarks/suite --write-doc`` puts the table of every committed run there.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "testing.md"
 BEGIN, END = "<!-- suite-profile:begin -->", "<!-- suite-profile:end -->"
+RUNS_BEGIN, RUNS_END = "<!-- suite-runs:begin -->", "<!-- suite-runs:end -->"
 
 # First match wins: a test module's dotted name (junit's classname) by prefix.
 AREAS: tuple[tuple[str, str], ...] = (
@@ -157,12 +159,47 @@ def markdown(
     return "\n".join(lines)
 
 
+def runs_table(folder: Path) -> str:
+    """One row per committed run (a folder with run.json and junit.xml), oldest first."""
+    lines = [
+        "| run | commit | machine | checkout | lanes | beside it | whole run | pytest | cores busy "
+        "| result |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for results in sorted(folder.iterdir()):
+        if not (results / "run.json").exists() or not (results / "junit.xml").exists():
+            continue
+        run = json.loads((results / "run.json").read_text())
+        cases, wall = read_cases(results / "junit.xml")
+        lanes = len({c.lane for c in cases if c.lane}) or 1
+        load = run["host_load"]
+        quiet = load.startswith("quiet") or load.startswith("nothing else ran")
+        busy = run.get("cpu_busy_mean_percent")
+        failed = [c.name.rsplit("::", 1)[1] for c in cases if c.outcome in ("failed", "error")]
+        passed = sum(c.outcome == "passed" for c in cases)
+        result = f"{passed} passed" + (f", failed: {', '.join(f'`{n}`' for n in failed)}" if failed else "")
+        lines.append(
+            f"| `{results.name}` | {run['commit']} | {run['cpu']} | "
+            f"{'fresh clone' if 'fresh clone' in run['how'] else 'development checkout'} | {lanes} | "
+            f"{'nothing' if quiet else load} | {run['ci_run_wall_minutes']:g} min | {minutes(wall)} | "
+            f"{'' if busy is None else f'{busy:.1f} %'} | {result} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=ROOT / "test-results", help="make test's test-results/")
     ap.add_argument("--slowest", type=int, default=30, help="how many of the slowest tests to list")
     ap.add_argument("--write-doc", action="store_true", help=f"put the tables into {DOC.relative_to(ROOT)}")
+    ap.add_argument("--runs", type=Path, help="a folder of committed runs (benchmarks/suite): one row each")
     args = ap.parse_args(argv)
+    if args.runs:
+        text = runs_table(args.runs)
+        print(text)
+        if args.write_doc:
+            write_doc(RUNS_BEGIN, RUNS_END, text)
+        return 0
     junit = args.results / "junit.xml"
     if not junit.exists():
         print(f"{junit} does not exist: run make test first", file=sys.stderr)
@@ -178,11 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(text)
     if args.write_doc:
-        sys.path.insert(0, str(ROOT / "benchmarks"))
-        from docblock import write_block
-
-        write_block(DOC, BEGIN, END, text)
+        write_doc(BEGIN, END, text)
     return 0
+
+
+def write_doc(begin: str, end: str, text: str) -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from docblock import write_block
+
+    write_block(DOC, begin, end, text)
 
 
 if __name__ == "__main__":

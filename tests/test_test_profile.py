@@ -86,3 +86,26 @@ def test_the_host_cpu_plugin_reads_a_growing_busy_time():
     while busy_seconds() == first:  # this loop itself keeps a core busy until the next tick
         pass
     assert busy_seconds() > first > 0
+
+
+def test_the_table_of_runs_has_a_row_per_committed_run_naming_its_failures(tmp_path, capsys):
+    import json
+
+    run = {
+        "commit": "abc1234",
+        "cpu": "Intel Xeon",
+        "how": "CI=true bash .ci/run on a fresh clone",
+        "host_load": "one busy loop beside it",
+        "ci_run_wall_minutes": 2.5,
+        "cpu_busy_mean_percent": 91.0,
+    }
+    (tmp_path / "2026-12-04").mkdir()
+    (tmp_path / "2026-12-04" / "junit.xml").write_text(JUNIT)
+    (tmp_path / "2026-12-04" / "run.json").write_text(json.dumps(run))
+    (tmp_path / "notes").mkdir()  # a folder without run.json is no run
+    assert load().main(["--runs", str(tmp_path)]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `")]
+    assert rows == [
+        "| `2026-12-04` | abc1234 | Intel Xeon | fresh clone | 1 | one busy loop beside it | 2.5 min "
+        "| 1 min 40.5 s | 91.0 % | 3 passed, failed: `test_page` |"
+    ]

@@ -70,10 +70,20 @@ def test_the_sweep_list_blocks_are_what_their_results_give():
 
 def test_the_suite_profile_block_is_what_the_committed_run_gives(capsys):
     profile = load("test_profile_script", REPO / "scripts" / "test_profile.py")
-    results = REPO / "benchmarks" / "suite" / "2026-11-29-e"
+    results = REPO / "benchmarks" / "suite" / "2026-12-04"
     assert profile.main(["--results", str(results)]) == 0
     expected = capsys.readouterr().out.strip("\n")
     assert block(REPO / "docs" / "testing.md", profile.BEGIN, profile.END) == expected, (
         "docs/testing.md's profile is stale: .venv/bin/python scripts/test_profile.py "
-        "--results benchmarks/suite/2026-11-29-e --write-doc"
+        "--results benchmarks/suite/2026-12-04 --write-doc"
+    )
+
+
+def test_the_table_of_suite_runs_is_what_the_committed_runs_give(capsys):
+    profile = load("test_profile_script", REPO / "scripts" / "test_profile.py")
+    assert profile.main(["--runs", str(REPO / "benchmarks" / "suite")]) == 0
+    expected = capsys.readouterr().out.strip("\n")
+    assert block(REPO / "docs" / "testing.md", profile.RUNS_BEGIN, profile.RUNS_END) == expected, (
+        "docs/testing.md's table of runs is stale: .venv/bin/python scripts/test_profile.py "
+        "--runs benchmarks/suite --write-doc"
     )
