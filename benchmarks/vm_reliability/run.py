@@ -7,7 +7,8 @@ saved state; ``cold``: booted) it reports the success rate, QEMU start to the fi
 on the guest's screen (median, p95), how many trials needed no browser restart in the guest, and
 every failure's reason. ``--cpu-quota 0.6`` holds each guest's QEMU to 0.6 of a core
 (``QOELAB_VM_CPU_QUOTA``, a CPU cgroup): the slowed condition where the guest's browser used to
-stall (docs/vm.md). Every trial is appended to ``--out`` as it ends, so a stopped run keeps its data,
+stall (docs/vm.md). Every trial is appended to ``--out`` as it ends, so a stopped run (Ctrl-C or
+kill: the trial under way is torn down) keeps its data,
 and ``--resume`` continues it later (each part keeps its own commit and host facts). The report
 judges each row against issue 31's targets once it has 30 trials.
 
@@ -25,6 +26,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -195,6 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     if os.geteuid() != 0 or args.out is None:
         print("needs root (namespaces, taps) and --out", file=sys.stderr)
         return 2
+    # kill (SIGTERM) stops the run between or inside trials with the trial's teardown, as Ctrl-C
+    # does: the guest, its overlay and the namespaces go (a backgrounded run ignores SIGINT).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.cpu_quota is not None:
         os.environ["QOELAB_VM_CPU_QUOTA"] = str(args.cpu_quota)
     from qoelab.vm.throttle import cpu_quota_from_env
