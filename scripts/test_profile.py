@@ -173,7 +173,7 @@ def runs_table(folder: Path) -> str:
         cases, wall = read_cases(results / "junit.xml")
         lanes = len({c.lane for c in cases if c.lane}) or 1
         load = run["host_load"]
-        quiet = load.startswith("quiet") or load.startswith("nothing else ran")
+        quiet = load.startswith(("quiet", "nothing else ran"))
         busy = run.get("cpu_busy_mean_percent")
         failed = [c.name.rsplit("::", 1)[1] for c in cases if c.outcome in ("failed", "error")]
         passed = sum(c.outcome == "passed" for c in cases)

@@ -12,6 +12,7 @@ share), which scripts/test_profile.py reads.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import sys
@@ -19,6 +20,7 @@ import time
 from pathlib import Path
 
 SNAPSHOTS = Path("/var/tmp/qoelab-vm/snapshots")
+LANES = {"1": "one lane", "2": "two lanes (the default)"}
 SNAPSHOT_FIELDS = ("key", "kind", "accel", "created_at", "boot_to_ready_s", "save_s", "state_bytes")
 
 
@@ -33,6 +35,8 @@ def cpu_model() -> str:
 
 def main(argv: list[str]) -> int:
     scratch, out, load = Path(argv[0]), Path(argv[1]), argv[2]
+    lanes = os.environ.get("QOELAB_TEST_LANES", "2")  # as scripts/test.sh reads it
+    where = "both lanes" if lanes == "2" else "the lane"
     out.mkdir(parents=True, exist_ok=True)
     for name in ("junit.xml", "steps.tsv"):
         if (scratch / "main" / "test-results" / name).exists():
@@ -49,21 +53,19 @@ def main(argv: list[str]) -> int:
     run = {
         "commit": (scratch / "commit").read_text().strip(),
         "date": time.strftime("%Y-%m-%d", time.gmtime(start)),
-        "how": "CI=true bash .ci/run on a fresh clone of main, two lanes (the default) (Debian's "
+        "how": f"CI=true bash .ci/run on a fresh clone of main, {LANES[lanes]} (Debian's "
         "PostgreSQL and Redis running, as CI finds them on this machine; /var/tmp/qoelab-vm emptied "
         "first, so no saved guest state existed; the guest image built in the background beside "
-        "tests/backend in both lanes, its self-test saving the desktop guest (snapshots.jsonl))",
+        f"tests/backend in {where}, its self-test saving the desktop guest (snapshots.jsonl))",
         "cpu": cpu_model(),
-        "cores": len(
-            [line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("processor")]
-        ),
+        "cores": os.cpu_count(),
         "kernel": platform.release(),
         "tcp": "host default "
         + Path("/proc/sys/net/ipv4/tcp_congestion_control").read_text().strip()
         + "; each trial sets its own",
         "host_load": load,
         "before_pytest": "install and front-end build; the guest image then built beside the backend's "
-        "tests, and both lanes waited for its end (steps.tsv)",
+        f"tests, and {where} waited for its end (steps.tsv)",
         "ci_run_wall_minutes": round((end - start) / 60, 1),
         "ci_run_exit_status": int((scratch / "rc").read_text()),
         "cpu_busy_mean_percent": round(sum(busy) / len(busy), 1) if busy else None,
