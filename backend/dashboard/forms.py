@@ -27,7 +27,7 @@ from dashboard.services import ParamInfo, _plain, describe_params, parse_value_l
 from experiments.choices import SweepOrder
 from experiments.models import Experiment
 from experiments.services import MAX_REPETITIONS
-from qoelab.jobs.base import JobType
+from qoelab.jobtype import JobType
 
 _FIELD = re.compile(r"^(grid|fixed)\.([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d+)\])?")
 _BOOL = TypeAdapter(bool)

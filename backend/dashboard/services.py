@@ -21,7 +21,7 @@ from django.db.models import Count, Q
 from experiments import services as experiments_services
 from experiments.choices import TERMINAL, TrialStatus
 from experiments.models import Sweep, Trial
-from qoelab.jobs.base import ChartSpec, JobType, Metric
+from qoelab.jobtype import ChartSpec, JobType, Metric
 from qoelab.units import format_duration, format_rate
 from results import services as results_services
 from results.models import Sample, SummaryValue

@@ -18,7 +18,7 @@ from results import kinds
 from results.models import SummaryValue
 
 if TYPE_CHECKING:
-    from qoelab.jobs.base import JobType
+    from qoelab.jobtype import JobType
 
 # A name's last word that says its unit (``configured_delay_ms``); checked after a statistic's word.
 UNIT_SUFFIXES = {

@@ -11,7 +11,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from qoelab.jobs.base import JobType
+    from qoelab.jobtype import JobType
 
 
 @functools.cache

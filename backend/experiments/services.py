@@ -35,7 +35,7 @@ from hosts.models import WorkerHost
 from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 
 if TYPE_CHECKING:
-    from qoelab.jobs.base import JobType
+    from qoelab.jobtype import JobType
 
 log = logging.getLogger("qoelab.experiments")
 

@@ -25,7 +25,7 @@ from qoelab.params import ParamsInvalid, validate_params
 from qoelab.sweeps import EMPTY_GRID
 
 if TYPE_CHECKING:
-    from qoelab.jobs.base import JobType
+    from qoelab.jobtype import JobType
 
 MAX_REPETITIONS = 1000
 MAX_ERRORS = 20  # a spec with thousands of bad values still gets a readable answer

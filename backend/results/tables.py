@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from experiments.models import Sweep
-from qoelab.jobs.base import JobType, TableSpec
+from qoelab.jobtype import JobType, TableSpec
 from results import services as results_services
 
 

@@ -36,7 +36,7 @@ from docblock import write_block  # noqa: E402
 from qoelab import findings, jobs  # noqa: E402
 from qoelab.findings.base import fmt_num, mean_ci
 from qoelab.hostfacts import run_facts
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 
 REPO = Path(__file__).resolve().parents[2]

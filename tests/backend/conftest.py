@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from qoelab import params
 from qoelab.jobs import REGISTRY
-from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, JobType, Metric, TrialContext, TrialResult
 
 
 class LinkParams(BaseModel):

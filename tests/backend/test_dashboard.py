@@ -19,7 +19,7 @@ from experiments.models import Experiment, Sweep
 from experiments.services import create_sweep
 from qoelab import params
 from qoelab.jobs import REGISTRY
-from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialResult
+from qoelab.jobtype import ChartSpec, JobType, Metric, TrialResult
 from results.models import Artifact, Sample, SummaryValue
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from experiments.services import create_sweep
 from qoelab import jobs
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from results.services import ingest_result
 

@@ -17,7 +17,7 @@ from experiments.models import Sweep
 from experiments.services import create_sweep
 from qoelab import params
 from qoelab.jobs import REGISTRY
-from qoelab.jobs.base import JobType, Metric, TrialResult
+from qoelab.jobtype import JobType, Metric, TrialResult
 from results.models import Artifact, Sample, SummaryValue
 
 pytestmark = pytest.mark.django_db

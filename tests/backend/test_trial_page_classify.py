@@ -14,7 +14,7 @@ from dashboard import trialpage
 from experiments.services import create_sweep
 from qoelab import params
 from qoelab.jobs import REGISTRY
-from qoelab.jobs.base import JobType, TrialResult
+from qoelab.jobtype import JobType, TrialResult
 from qoelab.thinclient.classify import PAPER
 
 pytestmark = pytest.mark.django_db

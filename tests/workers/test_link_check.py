@@ -5,7 +5,7 @@ import time
 import pytest
 
 from qoelab.jobs import get
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import ParamsInvalid, validate_params
 
 

@@ -23,8 +23,8 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
-from qoelab.jobs.base import TrialContext
 from qoelab.jobs.live_session import LiveSessionParams, serve
+from qoelab.jobtype import TrialContext
 from qoelab.params import ParamsInvalid, validate_params
 
 

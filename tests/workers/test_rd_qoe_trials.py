@@ -21,7 +21,7 @@ import psutil
 import pytest
 
 from qoelab import jobs
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from qoelab.rd.procs import ENV_LINK, ENV_RD
 
@@ -97,7 +97,7 @@ SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
     from qoelab import jobs
-    from qoelab.jobs.base import TrialContext
+    from qoelab.jobtype import TrialContext
     from qoelab.params import validate_params
 
     protocol, prefix, workdir = sys.argv[1], sys.argv[2], Path(sys.argv[3])

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from qoelab import jobs
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from qoelab.rd.display import start_xvfb
 from qoelab.rd.procs import ENV_RD, ProcSet

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from qoelab import params, runner
 from qoelab.errors import QoelabError
-from qoelab.jobs.base import JobType, TrialContext, TrialResult
+from qoelab.jobtype import JobType, TrialContext, TrialResult
 
 
 class Recorder:

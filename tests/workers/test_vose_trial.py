@@ -24,8 +24,8 @@ from qoelab import jobs
 from qoelab.emulation.cleanup import leftovers
 from qoelab.emulation.system import ENV_MARK, find_tool, new_prefix
 from qoelab.errors import ParameterError, QoelabError
-from qoelab.jobs.base import TrialContext
 from qoelab.jobs.vose import inapplicable, requires_for
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from qoelab.runner import cleanup_prefix
 from qoelab.vose import pair, quota

@@ -3,6 +3,9 @@
 ``detect()`` is honest rather than optimistic: a capability is True only when a cheap probe shows it
 works, and every False carries a reason (``reasons``) the CLI and the worker log print. The
 backend routes trials by the boolean flags only.
+
+This module probes what every job type stands on (the link, namespaces, TCP algorithms, QEMU,
+KVM); each job type's own flags come from the probes it declares (``JobType.probes``).
 """
 
 from __future__ import annotations
@@ -20,22 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import qoelab
+from qoelab.jobtype import HostProbe, resolve
 
 log = logging.getLogger("qoelab.capabilities")
 
 REPO_DIR = Path(__file__).resolve().parent.parent.parent
-
-# capability -> (programs, any of which proves it, Debian package that provides it)
-RD_TOOLS: dict[str, tuple[tuple[str, ...], str]] = {
-    "rd.desktop": (("Xvfb",), "xvfb"),  # the X displays of both sides
-    "rd.input": (("xdotool",), "xdotool"),  # the slow-motion driver's clicks
-    "rd.vnc.server": (("x11vnc",), "x11vnc"),  # the default VNC server (docs/rd-benchmark.md)
-    "rd.vnc.client": (("xtightvncviewer",), "xtightvncviewer"),
-    "rd.spice.server": (("Xspice",), "xserver-xspice"),  # Xorg + spiceqxl, started by qoelab
-    "rd.spice.client": (("remote-viewer",), "virt-viewer"),
-    "rd.x2go.server": (("x2gostartagent", "x2golistsessions"), "x2goserver"),
-    "rd.x2go.client": (("pyhoca-cli", "x2goclient"), "pyhoca-cli"),
-}
 
 # tool -> argv that prints its version on the first non-empty line (stdout or stderr)
 VERSION_COMMANDS: dict[str, list[str]] = {
@@ -214,98 +206,6 @@ def _emulation_caps() -> tuple[dict[str, bool], dict[str, str]]:
     return caps, reasons
 
 
-def _storage_caps(reasons: dict[str, str]) -> dict[str, bool]:
-    """Storage APT: a target program per protocol and the block-device layer helper (apt-bdl)."""
-    from qoelab.apt.bdl import NOT_BUILT, binary_path
-
-    helper = os.access(binary_path(), os.X_OK)
-    caps = {}
-    for cap, programs, package in (
-        ("apt.nbd", ("nbdkit",), "nbdkit"),
-        ("apt.iscsi", ("tgtd", "tgtadm"), "tgt"),
-    ):
-        missing = [p for p in programs if not (shutil.which(p) or Path("/usr/sbin", p).exists())]
-        caps[cap] = helper and not missing
-        if missing:
-            reasons[cap] = f"{' and '.join(missing)} not installed (Debian package '{package}')"
-        elif not helper:
-            reasons[cap] = NOT_BUILT
-    return caps
-
-
-def _storage_bench_caps(reasons: dict[str, str], vm_ok: bool) -> dict[str, bool]:
-    """Storage benchmark (thesis 001): the client guest (a VM with root's key and the benchmark tool)
-    and each target's servers. Without a guest the job type cannot run here: nothing is advertised."""
-    from qoelab.storage.iobench import NOT_BUILT, binary
-    from qoelab.vm.image import load_image
-
-    caps: dict[str, bool] = {}
-    why = ""
-    if not vm_ok:
-        why = "no QEMU guest can run here (see vm)"
-    elif not os.access(binary(), os.X_OK):
-        why = NOT_BUILT
-    else:
-        try:
-            if not (load_image().directory / "root-key").is_file():
-                why = "the guest image has no root key: rebuild it with 'make vm-image'"
-        except Exception as err:  # an unreadable image is a reason, not a crash of the heartbeat
-            why = f"the guest image cannot be read: {err}"
-    caps["storage.guest"] = not why
-    if why:
-        reasons["storage.guest"] = why
-    for cap, programs, package in (
-        ("storage.nfs", ("ganesha.nfsd",), "nfs-ganesha"),
-        ("storage.iscsi", ("tgtd", "tgtadm"), "tgt"),
-        ("storage.swift", ("swift-proxy-server", "swift-object-server", "memcached"), "swift-proxy"),
-    ):
-        missing = [p for p in programs if not (shutil.which(p) or Path("/usr/sbin", p).exists())]
-        caps[cap] = not missing
-        if missing:
-            reasons[cap] = f"{' and '.join(missing)} not installed (Debian package '{package}' and its peers)"
-    from qoelab.storage.diskrate import unavailable
-
-    why_not = unavailable()
-    caps["storage.disk_rate"] = caps["storage.guest"] and not why_not
-    if why_not:
-        reasons["storage.disk_rate"] = f"disk_rate: {why_not}"
-    return caps
-
-
-def _vose_caps(reasons: dict[str, str]) -> dict[str, bool]:
-    """Offload emulation: the vose-pair helper and ethtool; the accelerated instructions a hardware
-    run compares against (AES-NI, SHA-NI) as their own flags."""
-    from qoelab.vose.pair import NOT_BUILT, binary_path
-
-    helper = os.access(binary_path(), os.X_OK)
-    ethtool = bool(shutil.which("ethtool") or Path("/usr/sbin/ethtool").exists())
-    caps = {"vose": helper and ethtool}
-    if not helper:
-        reasons["vose"] = NOT_BUILT
-    elif not ethtool:
-        reasons["vose"] = "ethtool is not installed (Debian package 'ethtool')"
-    try:
-        flags = set(next(line for line in Path("/proc/cpuinfo").read_text().splitlines()
-                         if line.startswith("flags")).split(":", 1)[1].split())  # fmt: skip
-    except (OSError, StopIteration):
-        flags = set()
-    for cap, flag, name in (("vose.aesni", "aes", "AES-NI"), ("vose.sha_ni", "sha_ni", "SHA-NI")):
-        caps[cap] = caps["vose"] and flag in flags
-        if not caps[cap]:
-            reasons[cap] = reasons.get("vose") or f"this CPU has no {name}"
-    return caps
-
-
-def _thinclient_caps(reasons: dict[str, str]) -> dict[str, bool]:
-    """Thin-client TCP: the replay pair (tc-replay); the userspace link is its own capability."""
-    from qoelab.thinclient.replay import NOT_BUILT, binary
-
-    ok = os.access(binary(), os.X_OK)
-    if not ok:
-        reasons["thinclient"] = NOT_BUILT
-    return {"thinclient": ok}
-
-
 def detect(probe_kvm: bool = True) -> dict[str, Any]:
     """Host facts, ``capabilities`` {name: bool}, ``reasons`` {name: why False}, ``versions``."""
     caps, reasons = _emulation_caps()
@@ -324,21 +224,12 @@ def detect(probe_kvm: bool = True) -> dict[str, Any]:
     caps["qemu_tcg"] = shutil.which("qemu-system-x86_64") is not None
     if not caps["qemu_tcg"]:
         reasons["qemu_tcg"] = "qemu-system-x86_64 is not installed (Debian package 'qemu-system-x86')"
-    # VM server mode (rd_qoe server: vm): QEMU, a built guest image, and KVM or TCG allowed.
-    from qoelab.vm.guest import vm_capability
+    # Each job type's own flags (qoelab.jobtype.HostProbe), each probe once, in the order listed.
+    from qoelab import jobs
 
-    vm = vm_capability()
-    caps["vm"] = bool(vm["available"])
-    if not caps["vm"]:
-        reasons["vm"] = vm["image_note"] if not vm["image"] else "QEMU missing or neither KVM nor TCG allowed"
-    caps.update(_storage_caps(reasons))
-    caps.update(_storage_bench_caps(reasons, caps["vm"]))
-    caps.update(_vose_caps(reasons))
-    caps.update(_thinclient_caps(reasons))
-    for cap, (programs, package) in RD_TOOLS.items():
-        caps[cap] = any(shutil.which(p) for p in programs)
-        if not caps[cap]:
-            reasons[cap] = f"{' or '.join(programs)} not installed (Debian package '{package}')"
+    found = HostProbe(caps, reasons)
+    for ref in dict.fromkeys(ref for job in jobs.REGISTRY.values() for ref in job.probes):
+        resolve(ref)(found)
 
     import celery
 

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import psutil
 
 from qoelab.errors import QoelabError
-from qoelab.jobs.base import ArtifactFile, JobType, TrialContext, TrialResult
+from qoelab.jobtype import ArtifactFile, JobType, TrialContext, TrialResult, resolve
 from qoelab.params import validate_params
 
 log = logging.getLogger("qoelab.runner")
@@ -73,21 +73,21 @@ def default_job_lookup(name: str) -> JobType:
 
 
 def cleanup_prefix(prefix: str) -> list[str]:
-    """Remove what trials left under ``prefix``: remote-desktop processes, session files, guests and
-    their overlays first (they run inside the namespaces), then namespaces, links, emulators and
-    storage targets' processes, then the targets' files and VOSE's CPU quotas."""
+    """Remove what trials left under ``prefix``: what lives inside the namespaces first (each job
+    type's cleanups: remote-desktop processes, session files, guests and their overlays), then the
+    link's namespaces, devices and emulators, then what had to wait for those processes to go
+    (storage targets' files, VOSE's CPU quotas). Each cleanup runs once, in registry order."""
+    from qoelab import jobs
     from qoelab.emulation.cleanup import cleanup_leftovers as cleanup_link
-    from qoelab.rd.cleanup import cleanup_leftovers as cleanup_rd
-    from qoelab.storage.targets import cleanup_leftovers as cleanup_storage  # APT's targets too
-    from qoelab.vm.guest import cleanup_leftovers as cleanup_vm
-    from qoelab.vose.quota import remove_leftover_quotas
 
-    removed = list(cleanup_rd(prefix) or []) + list(cleanup_vm(prefix) or [])
-    # Storage targets' processes carry the link's marker; their files go after them.
-    # VOSE's CPU quotas (cgroups) go once their processes are gone.
-    return (
-        removed + list(cleanup_link(prefix) or []) + cleanup_storage(prefix) + remove_leftover_quotas(prefix)
-    )
+    cleanups = list(dict.fromkeys(c for job in jobs.REGISTRY.values() for c in job.cleanups))
+    removed: list[str] = []
+    for c in (c for c in cleanups if not c.after_link):
+        removed += resolve(c.remove)(prefix) or []
+    removed += cleanup_link(prefix) or []
+    for c in (c for c in cleanups if c.after_link):
+        removed += resolve(c.remove)(prefix) or []
+    return removed
 
 
 @contextlib.contextmanager

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from qoelab import jobs
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import ParamsInvalid, validate_params
 
 JOB = jobs.get("storage_apt")

@@ -18,7 +18,7 @@ import pytest
 from qoelab import jobs
 from qoelab.apt import bdl
 from qoelab.emulation.cleanup import leftovers
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from qoelab.runner import cleanup_prefix
 
@@ -75,7 +75,7 @@ def test_an_iscsi_fixed_trial_reads_over_its_sessions(prefix, tmp_path):
 
 def test_a_trial_killed_mid_run_leaves_nothing_after_cleanup(prefix, tmp_path):
     code = (
-        "import sys; from qoelab import jobs; from qoelab.jobs.base import TrialContext; "
+        "import sys; from qoelab import jobs; from qoelab.jobtype import TrialContext; "
         "from qoelab.params import validate_params; from pathlib import Path; "
         "j = jobs.get('storage_apt'); "
         "p = validate_params(j.params, dict(transport='iscsi', mode='fixed', sessions=2, rate='20mbit', "

@@ -20,8 +20,8 @@ import pytest
 
 from qoelab import jobs
 from qoelab.errors import ParameterError
-from qoelab.jobs.base import TrialContext
 from qoelab.jobs.rd_qoe import keystroke_samples
+from qoelab.jobtype import TrialContext
 from qoelab.params import ParamsInvalid, validate_params
 from qoelab.rd import keystrokes
 from qoelab.rd.clicks import Click

@@ -19,7 +19,7 @@ import pytest
 
 from qoelab import jobs
 from qoelab.errors import ParameterError
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from qoelab.thinclient import replay
 from qoelab.thinclient.bpf import loader

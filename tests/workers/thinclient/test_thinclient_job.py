@@ -19,7 +19,7 @@ import pytest
 
 from qoelab import jobs
 from qoelab.errors import ParameterError
-from qoelab.jobs.base import TrialContext
+from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
 from qoelab.thinclient import decompose, replay
 
@@ -114,7 +114,7 @@ def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
     prefix = "qtk" + secrets.token_hex(3)
     script = (
         "import sys; from pathlib import Path; from qoelab import jobs;"
-        "from qoelab.jobs.base import TrialContext;"
+        "from qoelab.jobtype import TrialContext;"
         "from qoelab.params import validate_params; j = jobs.get('thinclient_tcp');"
         "p = validate_params(j.params, {'pairs': 3, 'duration': '60s'});"
         f"j.run(p, TrialContext(trial_id='k', workdir=Path(sys.argv[1]), prefix='{prefix}'))"

@@ -3,51 +3,72 @@
 ``evaluate("ch4", rows)`` runs every check of a report that applies to the rows (plain dicts
 ``{"params": resolved SI values, "summary": {metric: value}}`` of succeeded trials) and returns one
 :class:`Finding` per check and scope. ``REPORTS`` maps a report name to its checks, ``JOB_REPORTS``
-a job type to the report that reads its results. See docs/findings.md.
+a job type to the report that reads its results; both are read from the reports the job types
+declare (``JobType.reports``), so this module names none. See docs/findings.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from qoelab.findings import ch2, ch3, ch4, sb001, tc002
-from qoelab.findings.base import FAILS, HOLDS, INCONCLUSIVE, Check, Finding, Row, Stat, Verdict, mean_ci
+from qoelab import jobs
+from qoelab.findings.base import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    Check,
+    Finding,
+    Report,
+    Row,
+    Stat,
+    Verdict,
+    mean_ci,
+)
 from qoelab.findings.markdown import render_markdown
+from qoelab.jobtype import resolve
 
-REPORTS: dict[str, tuple[Check, ...]] = {
-    "ch2": ch2.CHECKS,
-    "ch3": ch3.CHECKS,
-    "ch4": ch4.CHECKS,
-    "tc002": tc002.CHECKS,
-    "sb001": sb001.CHECKS,
-}
+
+def _declared() -> dict[str, tuple[str, Report]]:
+    """Every report a registered job type declares (``JobType.reports``), with that job type."""
+    found: dict[str, tuple[str, Report]] = {}
+    for job in jobs.REGISTRY.values():
+        for ref in job.reports:
+            report = resolve(ref)
+            if report.name in found:
+                first = found[report.name][0]
+                raise ValueError(f"findings report {report.name!r} declared by {first} and {job.name}")
+            found[report.name] = (job.name, report)
+    return found
+
+
+class _View(Mapping[str, Any]):
+    """A read-only mapping over the declared reports, read afresh on each use: a job type registered
+    later (a plug-in, a test's) is seen as the built-in ones are."""
+
+    def __init__(self, item: Callable[[str, Report], tuple[str, Any] | None]) -> None:
+        self._item = item
+
+    def _items(self) -> dict[str, Any]:
+        return dict(kv for job, r in _declared().values() if (kv := self._item(job, r)) is not None)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._items()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+
+REPORTS: Mapping[str, tuple[Check, ...]] = _View(lambda job, r: (r.name, r.checks))
 # Per report, each check's paper value: the paper's own number or statement (findings tables).
-PAPER_VALUES: dict[str, dict[str, str]] = {
-    "ch2": ch2.PAPER_VALUES,
-    "ch3": ch3.PAPER_VALUES,
-    "ch4": ch4.PAPER_VALUES,
-    "tc002": tc002.PAPER_VALUES,
-    "sb001": sb001.PAPER_VALUES,
-}
-REPORT_TITLES: dict[str, str] = {
-    "ch2": "Thesis chapter 2 (§2.6): BDL-APT, parallel IP-SAN sessions tuned by APT",
-    "ch3": "Thesis chapter 3 (§3.5-3.6): VOSE, offload engines emulated in software",
-    "ch4": "Thesis chapter 4 (§4.6): remote-desktop protocols compared",
-    "tc002": "Paper 002 (§3-§6): thin-client traffic over a shared bottleneck, on Linux TCP",
-    "sb001": "Thesis 001 (Ch. 4–6): NFS, iSCSI and Swift behind an emulated WAN",
-}
-JOB_REPORTS: dict[str, str] = {
-    "rd_qoe": "ch4",
-    "storage_apt": "ch2",
-    "vose": "ch3",
-    "thinclient_tcp": "tc002",
-    "storage_bench": "sb001",
-}
-# Reports whose measurements are the host CPU's: the storage client is a QEMU guest, under TCG as
-# fast as the machine emulating it (two machines ran the same rounds 1.7-2.1 times apart,
-# docs/storage-bench.md), so each host CPU's trials are judged apart rather than pooled.
-HOST_BOUND: frozenset[str] = frozenset({"sb001"})
+PAPER_VALUES: Mapping[str, Mapping[str, str]] = _View(lambda job, r: (r.name, r.paper_values))
+REPORT_TITLES: Mapping[str, str] = _View(lambda job, r: (r.name, r.title))
+JOB_REPORTS: Mapping[str, str] = _View(lambda job, r: (job, r.name))
+# Reports whose measurements are the host CPU's, each host CPU's trials judged apart (``in`` only).
+HOST_BOUND: Mapping[str, bool] = _View(lambda job, r: (r.name, True) if r.host_bound else None)
 
 __all__ = [
     "FAILS",
@@ -60,6 +81,7 @@ __all__ = [
     "REPORT_TITLES",
     "Check",
     "Finding",
+    "Report",
     "Row",
     "Stat",
     "Verdict",

@@ -524,5 +524,19 @@ class Check:
         return out
 
 
+@dataclass(frozen=True)
+class Report:
+    """A paper's findings as code: its checks and their paper values, declared by the job type whose
+    results it reads (``JobType.reports``). ``host_bound``: the measurements are the host CPU's (the
+    storage client is a QEMU guest, as fast as the machine emulating it), so each host CPU's trials
+    are judged apart rather than pooled."""
+
+    name: str
+    title: str
+    checks: tuple[Check, ...]
+    paper_values: Mapping[str, str]
+    host_bound: bool = False
+
+
 def _label(protocol: str) -> str:
     return Series(protocol).label

@@ -16,6 +16,7 @@ from typing import Any
 from qoelab.findings.base import (
     Check,
     Comparison,
+    Report,
     Scope,
     Series,
     Stat,
@@ -233,3 +234,10 @@ PAPER_VALUES: dict[str, str] = {
     "vanilla_falls_short": "one session below 20 of 900 Mbit/s at 100 ms",
     "session_cpu_overhead": "CPU per bit over one session: NBD +20-30 %, iSCSI ≈ +100 %",
 }
+
+REPORT = Report(
+    "ch2",
+    "Thesis chapter 2 (§2.6): BDL-APT, parallel IP-SAN sessions tuned by APT",
+    CHECKS,
+    PAPER_VALUES,
+)

@@ -32,6 +32,7 @@ from qoelab.findings.base import (
     CONFIDENCE,
     Check,
     Comparison,
+    Report,
     Scope,
     Series,
     Stat,
@@ -566,3 +567,10 @@ PAPER_VALUES: dict[str, str] = {
     "full_offload_keeps_rising": "SHA1-AES-CBC always rises with the speedup",
     "receiver_gains_more": "receiver CPU -35-45 % with offload above 1 GHz; the sender gains less",
 }
+
+REPORT = Report(
+    "ch3",
+    "Thesis chapter 3 (§3.5-3.6): VOSE, offload engines emulated in software",
+    CHECKS,
+    PAPER_VALUES,
+)

@@ -14,6 +14,7 @@ from typing import Any
 from qoelab.findings.base import (
     Check,
     Comparison,
+    Report,
     Scope,
     Series,
     as_number,
@@ -479,3 +480,10 @@ PAPER_VALUES: dict[str, str] = {
     "spice_x_jump_near_10mbit": "SPICE 0.10.1 switches at a 10 Mbit/s estimate: a jump in X",
     "image_transfer_better_lte": "image transfer better under LTE (≈ 10 Mbit/s, 50 ms, < 1 % loss)",
 }
+
+REPORT = Report(
+    "ch4",
+    "Thesis chapter 4 (§4.6): remote-desktop protocols compared",
+    CHECKS,
+    PAPER_VALUES,
+)

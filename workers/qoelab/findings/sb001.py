@@ -22,7 +22,18 @@ from collections.abc import Iterator
 from typing import Any
 
 from qoelab.findings import sb001_util as u
-from qoelab.findings.base import Check, Comparison, Scope, Series, at_least, at_most, fmt_num, lower, mean_ci
+from qoelab.findings.base import (
+    Check,
+    Comparison,
+    Report,
+    Scope,
+    Series,
+    at_least,
+    at_most,
+    fmt_num,
+    lower,
+    mean_ci,
+)
 from qoelab.findings.sb001_macro import (
     POSTMARK_FACTOR,
     SWIFT_FLAT,
@@ -542,3 +553,12 @@ PAPER_VALUES: dict[str, str] = {
     "varmail_order": "iSCSI > NFS > Swift ideal; iSCSI > Swift > NFS impaired (Table 6.2)",
     "fileserver_order": "iSCSI > NFS > Swift ideal; iSCSI > Swift > NFS impaired (Table 6.3)",
 }
+
+REPORT = Report(
+    "sb001",
+    "Thesis 001 (Ch. 4–6): NFS, iSCSI and Swift behind an emulated WAN",
+    CHECKS,
+    PAPER_VALUES,
+    # two machines ran the same rounds 1.7-2.1 times apart (docs/storage-bench.md)
+    host_bound=True,
+)

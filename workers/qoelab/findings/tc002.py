@@ -24,6 +24,7 @@ from qoelab.errors import QoelabError
 from qoelab.findings.base import (
     Check,
     Comparison,
+    Report,
     Scope,
     Series,
     Stat,
@@ -506,3 +507,10 @@ PAPER_VALUES: dict[str, str] = {
     "bursty_drop_stall": "SACK recovery stalls of several seconds after bursty drops (ns-2, Fig. 9)",
     "t_interval_vs_delay": "T_I150 shrinks as the delay grows over 7-70 ms (Fig. 14)",
 }
+
+REPORT = Report(
+    "tc002",
+    "Paper 002 (§3-§6): thin-client traffic over a shared bottleneck, on Linux TCP",
+    CHECKS,
+    PAPER_VALUES,
+)

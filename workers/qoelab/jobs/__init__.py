@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qoelab.jobs.base import JobType
+from qoelab.jobtype import JobType
 
 REGISTRY: dict[str, JobType] = {}
 

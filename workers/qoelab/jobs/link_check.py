@@ -15,7 +15,7 @@ from pydantic import Field
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, JobType, Metric, TrialContext, TrialResult
 
 MIN_DURATION_S = 1.0
 # Fixed costs of one verification besides the two TCP tests: namespaces, pings, two UDP probes.

@@ -22,8 +22,8 @@ from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import QoelabError
 from qoelab.jobs import register
-from qoelab.jobs.base import JobType, Metric, TrialContext, TrialResult
 from qoelab.jobs.rd_qoe import PROTOCOL_CAPS
+from qoelab.jobtype import Cleanup, JobType, Metric, TrialContext, TrialResult
 
 TIMEOUT_S = 3600
 # The control channel: called with {"session": {...}} once, then with {"pages_seen", "alive", "error"}
@@ -181,5 +181,7 @@ JOB = register(
         ),
         timeout_s=TIMEOUT_S,
         max_attempts=1,
+        probes=("qoelab.rd.capability:probe",),
+        cleanups=(Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),),
     )
 )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
-from qoelab.jobs.base import JobType, TrialContext, TrialResult
+from qoelab.jobtype import JobType, TrialContext, TrialResult
 
 
 def apply_sets(raw: dict[str, Any], items: Iterable[str]) -> dict[str, Any]:

@@ -25,14 +25,14 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, TrialContext, TrialResult
 from qoelab.rd.flows import classification_metrics, classify_capture
 from qoelab.rd.keystrokes import DEFAULT_GAP_S
 from qoelab.rd.keystrokes import MAX_KEYSTROKES as MAX_TYPED
 from qoelab.rd.samples import keystroke_samples, summarise, update_samples
 
 PROTOCOLS = ("vnc", "spice", "x2go")
-# What a worker must report for each protocol (qoelab.capabilities.RD_TOOLS). The SPICE server
+# What a worker must report for each protocol (qoelab.rd.capability.RD_TOOLS). The SPICE server
 # (Xorg + spiceqxl) has no capability flag of its own yet; run_bench names its package when missing.
 PROTOCOL_CAPS: dict[str, frozenset[str]] = {
     "vnc": frozenset({"rd.vnc.server", "rd.vnc.client"}),
@@ -539,5 +539,11 @@ JOB = register(
         ),
         timeout_s=TIMEOUT_S,
         max_attempts=2,
+        probes=("qoelab.vm.capability:probe", "qoelab.rd.capability:probe"),
+        cleanups=(
+            Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),
+            Cleanup("qoelab.vm.guest:cleanup_leftovers"),
+        ),
+        reports=("qoelab.findings.ch4:REPORT",),
     )
 )

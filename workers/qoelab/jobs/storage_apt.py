@@ -28,7 +28,7 @@ from qoelab.emulation.profile import (
 )
 from qoelab.errors import ParameterError
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 
 N_MAX_LIMIT = 128  # the paper's maximum number of sessions
 TIMEOUT_S = 3600
@@ -299,5 +299,8 @@ JOB = register(
         ),
         timeout_s=TIMEOUT_S,
         max_attempts=1,
+        probes=("qoelab.apt.capability:probe",),
+        cleanups=(Cleanup("qoelab.apt.targets:cleanup_leftovers", after_link=True),),
+        reports=("qoelab.findings.ch2:REPORT",),
     )
 )

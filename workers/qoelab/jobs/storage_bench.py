@@ -22,7 +22,7 @@ from qoelab.emulation.profile import DELAY_MAX_S, JITTER_MAX_S, RATE_MAX_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, TableSpec, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, TableSpec, TrialContext, TrialResult
 from qoelab.storage import thesis_tables as tt
 from qoelab.storage.iobench import META_KINDS
 from qoelab.storage.scenarios import THESIS_BUFFER
@@ -506,5 +506,11 @@ JOB = register(
         ),  # fmt: skip
         timeout_s=TIMEOUT_S,
         max_attempts=1,
+        probes=("qoelab.vm.capability:probe", "qoelab.storage.capability:probe"),
+        cleanups=(
+            Cleanup("qoelab.vm.guest:cleanup_leftovers"),
+            Cleanup("qoelab.storage.targets:cleanup_leftovers", after_link=True),
+        ),
+        reports=("qoelab.findings.sb001:REPORT",),
     )
 )

@@ -22,7 +22,7 @@ from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.thinclient.model import TwoStateModel
 
 PAIRS_MAX = 200
@@ -324,5 +324,7 @@ JOB = register(
         ),  # fmt: skip
         timeout_s=1500,
         max_attempts=1,
+        probes=("qoelab.thinclient.capability:probe",),
+        reports=("qoelab.findings.tc002:REPORT",),
     )
 )

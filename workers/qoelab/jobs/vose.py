@@ -20,7 +20,7 @@ from qoelab import params as p
 from qoelab.emulation.profile import RATE_MAX_BPS, RATE_MIN_BPS, LinkParams
 from qoelab.errors import ParameterError
 from qoelab.jobs import register
-from qoelab.jobs.base import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.units import require_ascii
 
 SPEEDUP_MAX = 1000.0
@@ -262,5 +262,8 @@ JOB = register(
         ),  # fmt: skip
         timeout_s=900,
         max_attempts=1,
+        probes=("qoelab.vose.capability:probe",),
+        cleanups=(Cleanup("qoelab.vose.quota:remove_leftover_quotas", after_link=True),),
+        reports=("qoelab.findings.ch3:REPORT",),
     )
 )

@@ -205,7 +205,7 @@ def print_table(doc: dict[str, Any]) -> None:
 def bench(raw: dict[str, Any], workdir: Path, log: logging.Logger | None = None) -> dict[str, Any]:
     """Run one trial through the job type; return ``{updates, summary, link, ...}``."""
     from qoelab import jobs
-    from qoelab.jobs.base import TrialContext
+    from qoelab.jobtype import TrialContext
     from qoelab.params import validate_params
 
     job = jobs.get("rd_qoe")

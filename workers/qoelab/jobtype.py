@@ -1,13 +1,16 @@
 """What a job type is, what a runner receives and what it returns.
 
 A job type is declared once, in ``qoelab/jobs/<name>.py``, as a :class:`JobType`: its parameter
-schema, required worker capabilities, runner, summary metrics, charts and tables. The backend reads the
-same declaration (it is plain data), so a new job type needs no backend migration.
+schema, required worker capabilities and the probes that report them, runner, cleanup of leftovers,
+summary metrics, charts and tables. The backend reads the same declaration (it is plain data), so a
+new job type needs no backend migration.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -141,6 +144,56 @@ class TrialContext:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
 
+@dataclass
+class HostProbe:
+    """What ``capabilities.detect()`` has found so far; a job type's probes add their flags to it.
+
+    Every flag that is False carries a reason (``set`` fills one in), which the CLI and the worker
+    log print. Probes run in the order job types list them, so a probe may read a flag an earlier
+    one set (the storage benchmark's reads ``vm``).
+    """
+
+    caps: dict[str, bool]
+    reasons: dict[str, str]
+
+    def set(self, name: str, ok: bool, why: str = "") -> None:
+        self.caps[name] = ok
+        if not ok:
+            self.reasons[name] = why or "not available"
+
+    @staticmethod
+    def missing(programs: tuple[str, ...]) -> list[str]:
+        """Those of ``programs`` found neither on PATH nor in /usr/sbin (a worker's PATH may lack it)."""
+        return [p for p in programs if not (shutil.which(p) or Path("/usr/sbin", p).exists())]
+
+
+def resolve(ref: str) -> Callable[..., Any]:
+    """The function a ``"package.module:function"`` reference names, imported on first use.
+
+    Probes and cleanups are declared by reference so that reading the registry (the backend does, at
+    start-up) does not import every engine: an engine is loaded when a worker first needs it.
+    """
+    module, _, name = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as err:
+        raise ImportError(f"{ref!r} does not name a function: {err}") from err
+
+
+@dataclass(frozen=True)
+class Cleanup:
+    """How to remove what a killed trial of this job type left behind, found by name prefix.
+
+    ``remove`` names (``"module:function"``) a function of the prefix that returns what it removed.
+    Cleanups run in two rounds around the link's own (namespaces, devices, the emulator):
+    ``after_link=False`` for what lives inside the namespaces (sessions, guests), ``True`` for what
+    must wait until the processes in them are gone (files, cgroups).
+    """
+
+    remove: str
+    after_link: bool = False
+
+
 @dataclass(frozen=True)
 class JobType:
     name: str
@@ -167,6 +220,14 @@ class JobType:
     # Parameters that do not apply to a point (e.g. storage_apt's ``sessions`` outside fixed mode):
     # a sweep drops them from that point's trials and creates points that become equal only once.
     inapplicable: Callable[[Any], frozenset[str]] | None = None
+    # The probes that report the capabilities above, as "module:function" of a HostProbe
+    # (qoelab.capabilities runs every job type's, each once, in order), and the cleanups of a killed
+    # trial's leftovers (qoelab.runner.cleanup_prefix).
+    probes: tuple[str, ...] = ()
+    cleanups: tuple[Cleanup, ...] = ()
+    # The findings report that judges its results, as "module:REPORT" (a qoelab.findings.base.Report;
+    # qoelab.findings reads every job type's).
+    reports: tuple[str, ...] = ()
 
     def stored_params(self, params: BaseModel) -> dict[str, Any]:
         """The validated parameters as the backend stores a trial's (SI values, JSON), without the

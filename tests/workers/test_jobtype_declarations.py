@@ -1,0 +1,209 @@
+"""What a job type declares about itself (qoelab.jobtype): the probes that report its capabilities
+and the cleanups of its leftovers, and how capabilities.detect() and runner.cleanup_prefix read them
+from the registry alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from qoelab import findings, jobs, runner
+from qoelab.findings.base import INCONCLUSIVE, Check, Comparison, Report, Scope
+from qoelab.jobtype import Cleanup, HostProbe, JobType, TrialContext, TrialResult, resolve
+
+# What the two test cleanups below saw: whether the trial's namespace still existed when they ran.
+SEEN: list[tuple[str, bool]] = []
+
+
+def _namespace_exists(prefix: str) -> bool:
+    from pyroute2 import netns
+
+    return any(n.startswith(prefix) for n in netns.listnetns())
+
+
+def inside_cleanup(prefix: str) -> list[str]:
+    SEEN.append(("inside", _namespace_exists(prefix)))
+    return [f"inside {prefix}"]
+
+
+def after_cleanup(prefix: str) -> list[str]:
+    SEEN.append(("after", _namespace_exists(prefix)))
+    return [f"after {prefix}"]
+
+
+def probe_flags(found: HostProbe) -> None:
+    found.set("t.plugin", True)
+    found.set("t.plugin.missing", False)
+
+
+def _nothing_to_compare(scope: Scope) -> tuple[list[Comparison], list[str]]:
+    return [], ["this test's check compares nothing"]
+
+
+REPORT = Report(
+    "t_report",
+    "A test's findings",
+    (Check("t_check", "T check", "a claim", "Fig. 0", None, (), _nothing_to_compare),),
+    {"t_check": "the paper's value"},
+)
+
+
+class _Nothing(BaseModel):
+    pass
+
+
+def _never(params: BaseModel, ctx: TrialContext) -> TrialResult:
+    raise AssertionError("not run")
+
+
+@pytest.fixture
+def plugin_job() -> Iterator[JobType]:
+    """A job type registered for one test, declaring a probe and a cleanup in each round."""
+    job = JobType(
+        name="t_plugin",
+        title="T",
+        description="a job type of this test",
+        params=_Nothing,
+        requires=frozenset({"t.plugin"}),
+        run=_never,
+        probes=(f"{__name__}:probe_flags",),
+        cleanups=(
+            Cleanup(f"{__name__}:after_cleanup", after_link=True),
+            Cleanup(f"{__name__}:inside_cleanup"),
+        ),
+        reports=(f"{__name__}:REPORT",),
+    )
+    jobs.register(job)
+    try:
+        yield job
+    finally:
+        del jobs.REGISTRY[job.name]
+
+
+def test_every_declared_probe_and_cleanup_names_a_function() -> None:
+    refs = [r for job in jobs.REGISTRY.values() for r in (*job.probes, *(c.remove for c in job.cleanups))]
+    assert refs, "no job type declares a probe or a cleanup"
+    for ref in refs:
+        assert callable(resolve(ref)), ref
+
+
+def test_a_reference_to_nothing_is_refused_naming_it() -> None:
+    with pytest.raises(ImportError, match="'qoelab.rd.capability:no_such' does not name a function"):
+        resolve("qoelab.rd.capability:no_such")
+
+
+def test_every_capability_a_job_type_requires_has_a_probe_that_reports_it() -> None:
+    """Each job type's probes (with the platform's flags) set every flag its ``requires`` names, and
+    every False flag carries a reason."""
+    from qoelab import capabilities
+
+    found = HostProbe({}, {})
+    for ref in dict.fromkeys(r for job in jobs.REGISTRY.values() for r in job.probes):
+        resolve(ref)(found)
+    platform = {"netns", "link", "userspace_link", "iperf3", "tshark", "nft", *capabilities.EMULATION_CAPS}
+    for job in jobs.REGISTRY.values():
+        assert job.requires - platform <= found.caps.keys(), job.name
+    assert {
+        "rd.x2go.client",
+        "vm",
+        "apt.nbd",
+        "storage.guest",
+        "vose.aesni",
+        "thinclient",
+    } <= found.caps.keys()
+    assert all(found.reasons.get(name) for name, ok in found.caps.items() if not ok)
+
+
+def test_the_storage_probe_reads_the_vm_flag_an_earlier_probe_set() -> None:
+    from qoelab.storage.capability import probe
+
+    found = HostProbe({"vm": False}, {})
+    probe(found)
+    assert not found.caps["storage.guest"] and not found.caps["storage.disk_rate"]
+    assert found.reasons["storage.guest"] == "no QEMU guest can run here (see vm)"
+    assert "no QEMU guest" in found.reasons["storage.disk_rate"]
+
+
+def test_detect_reports_a_registered_job_types_own_flags(plugin_job: JobType) -> None:
+    from qoelab import capabilities
+
+    facts = capabilities.detect(probe_kvm=False)
+    assert facts["capabilities"]["t.plugin"] is True
+    assert facts["capabilities"]["t.plugin.missing"] is False
+    assert facts["reasons"]["t.plugin.missing"] == "not available"
+
+
+@pytest.mark.netns
+def test_cleanup_runs_a_job_types_cleanups_around_the_links_own(plugin_job: JobType) -> None:
+    """The inside round sees the trial's namespace, the after round runs once it is gone."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to create network namespaces")
+    from pyroute2 import netns
+
+    prefix = "qz" + secrets.token_hex(3)
+    netns.create(prefix + "s")
+    SEEN.clear()
+    try:
+        removed = runner.cleanup_prefix(prefix)
+    finally:
+        if _namespace_exists(prefix):
+            netns.remove(prefix + "s")
+    assert SEEN == [("inside", True), ("after", False)]
+    assert removed[0] == f"inside {prefix}" and removed[-1] == f"after {prefix}"
+    assert any(prefix + "s" in item for item in removed), removed
+
+
+def test_a_cleanup_two_job_types_declare_runs_once(plugin_job: JobType) -> None:
+    twin = dataclasses.replace(plugin_job, name="t_plugin_twin")
+    jobs.register(twin)
+    SEEN.clear()
+    try:
+        runner.cleanup_prefix("qz" + secrets.token_hex(3))
+    finally:
+        del jobs.REGISTRY[twin.name]
+    assert [what for what, _ in SEEN] == ["inside", "after"]
+
+
+def test_the_central_modules_name_no_probe_or_cleanup_of_a_job_type() -> None:
+    """capabilities, runner and findings loop over the registry: no engine's probe, cleanup or job
+    type's report is named there."""
+    src = Path(runner.__file__).parent
+    for module in ("capabilities.py", "runner.py", "findings/__init__.py"):
+        text = (src / module).read_text()
+        for engine in (
+            "qoelab.rd",
+            "qoelab.vm",
+            "qoelab.apt",
+            "qoelab.storage",
+            "qoelab.vose",
+            "qoelab.thinclient",
+        ):
+            assert engine not in text, f"{module} imports {engine}"
+        for job in jobs.REGISTRY:
+            assert f'"{job}"' not in text, f"{module} names the job type {job}"
+
+
+def test_findings_read_the_reports_job_types_declare(plugin_job: JobType) -> None:
+    assert findings.JOB_REPORTS["t_plugin"] == "t_report"
+    assert findings.JOB_REPORTS["rd_qoe"] == "ch4" and "sb001" in findings.HOST_BOUND
+    assert findings.REPORT_TITLES["t_report"] == "A test's findings"
+    assert findings.PAPER_VALUES["t_report"]["t_check"] == "the paper's value"
+    [found] = findings.evaluate("t_report", [{"params": {"rate": 1e6}, "summary": {}}])
+    assert (found.verdict, found.reason) == (INCONCLUSIVE, "this test's check compares nothing")
+
+
+def test_two_job_types_cannot_declare_one_report(plugin_job: JobType) -> None:
+    jobs.register(dataclasses.replace(plugin_job, name="t_plugin_twin", probes=(), cleanups=()))
+    try:
+        with pytest.raises(
+            ValueError, match="findings report 't_report' declared by t_plugin and t_plugin_twin"
+        ):
+            findings.REPORTS["t_report"]
+    finally:
+        del jobs.REGISTRY["t_plugin_twin"]
