@@ -354,14 +354,15 @@ def chapters() -> list[dict[str, Any]]:
     past = past_trials()
     return [
         {
-            "report": report,
-            "heading": heading,
+            "report": chapter.report,
+            "heading": chapter.heading,
+            "note": chapter.note,
             "rows": [
                 {"preset": p, "plans": [plan(p, size, past) for size in presets.SIZES]}  # type: ignore[arg-type]
-                for p in chapter
+                for p in chapter.presets
             ],
         }
-        for report, heading, chapter in presets.CHAPTERS
+        for chapter in presets.chapters()
     ]
 
 

@@ -42,7 +42,7 @@ def finished_rd_trial(alice, protocol: str, rate: str, duration_s: float, t_ms: 
 
 def test_the_page_lists_every_chapter_4_experiment_with_trials_and_an_estimate(browser):
     page = browser.get("/reproduce/").content.decode()
-    for p in presets.CH4:
+    for p in presets.chapter("ch4").presets:
         assert f'data-preset="{p.key}"' in page and p.figure in page
     fig46 = page.split('data-preset="ch4-fig46"', 1)[1].split("</section>", 1)[0]
     quick = fig46.split('data-size="quick"', 1)[1].split("</tr>", 1)[0]
@@ -119,7 +119,7 @@ def test_a_bad_size_or_preset_is_a_400_and_creates_nothing(browser):
 def test_the_page_lists_the_chapter_2_experiments_with_an_estimate_from_defaults(browser):
     page = browser.get("/reproduce/").content.decode()
     assert "Chapter 2: storage APT" in page
-    for p in presets.CH2:
+    for p in presets.chapter("ch2").presets:
         assert f'data-preset="{p.key}"' in page and p.figure in page
     s1 = page.split('data-preset="ch2-s1"', 1)[1].split("</section>", 1)[0]
     quick = s1.split('data-size="quick"', 1)[1].split("</tr>", 1)[0]
@@ -141,7 +141,7 @@ def test_one_click_starts_the_s1_sweep_with_apt_and_vanilla_once_per_run(browser
 def test_the_page_lists_the_chapter_3_experiments_with_an_estimate_from_defaults(browser):
     page = browser.get("/reproduce/").content.decode()
     assert "Chapter 3: offload emulation" in page
-    for p in presets.CH3:
+    for p in presets.chapter("ch3").presets:
         assert f'data-preset="{p.key}"' in page and p.figure in page
     # Fig. 3.11 quick: 2 runs of software, hardware and vose at 5 speedups, each 5 s + its 10 s stream.
     plan = reproduce.plan(presets.get("ch3-fig311"), "quick")
@@ -160,7 +160,7 @@ def test_one_click_starts_the_fig312_sweep_of_five_devices(browser):
 def test_the_page_lists_the_paper_002_experiments_with_an_estimate_from_defaults(browser):
     page = browser.get("/reproduce/").content.decode()
     assert "Paper 002: thin-client traffic" in page
-    for p in presets.TC002:
+    for p in presets.chapter("tc002").presets:
         assert f'data-preset="{p.key}"' in page and p.figure in page
     # E1/E2 quick: 2 buffers x 2 queues x SACK off/on x 2 seeds, each 5 s + its 30 s replay.
     plan = reproduce.plan(presets.get("tc002-e1e2"), "quick")
@@ -182,7 +182,7 @@ def test_one_click_starts_the_e7_sweep_and_its_page_checks_paper_002(browser):
 def test_thesis_001_is_listed_and_its_realistic_sweep_starts_with_one_click(browser):
     page = browser.get("/reproduce/").content.decode()
     assert "Thesis 001: NFS, iSCSI and Swift" in page
-    for p in presets.SB001:
+    for p in presets.chapter("sb001").presets:
         assert f'data-preset="{p.key}"' in page
     plan = reproduce.plan(presets.get("sb001-realistic"), "quick")
     assert plan["units"] == 3 * 4 and plan["seconds"] == 12 * reproduce.DEFAULT_STORAGE_TRIAL_S

@@ -4,6 +4,7 @@ from the registry alone."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
 import secrets
@@ -13,9 +14,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from qoelab import findings, jobs, runner
+from qoelab import findings, jobs, presets, runner
 from qoelab.findings.base import INCONCLUSIVE, Check, Comparison, Report, Scope
 from qoelab.jobtype import Cleanup, HostProbe, JobType, TrialContext, TrialResult, resolve
+from qoelab.preset import Chapter, Preset
 
 # What the two test cleanups below saw: whether the trial's namespace still existed when they ran.
 SEEN: list[tuple[str, bool]] = []
@@ -54,6 +56,25 @@ REPORT = Report(
 )
 
 
+CHAPTER = Chapter(
+    "t_report",
+    "A test's chapter",
+    (
+        Preset(
+            key="t-one",
+            report="t_report",
+            figure="Fig. T",
+            title="one",
+            description="a test's preset",
+            kind="sweep",
+            job_type="t_plugin",
+            grids={"quick": {}, "full": {}},
+        ),
+    ),  # fmt: skip
+    note="see `docs/architecture.md`",
+)
+
+
 class _Nothing(BaseModel):
     pass
 
@@ -78,6 +99,7 @@ def plugin_job() -> Iterator[JobType]:
             Cleanup(f"{__name__}:inside_cleanup"),
         ),
         reports=(f"{__name__}:REPORT",),
+        presets=f"{__name__}:CHAPTER",
     )
     jobs.register(job)
     try:
@@ -170,23 +192,30 @@ def test_a_cleanup_two_job_types_declare_runs_once(plugin_job: JobType) -> None:
     assert [what for what, _ in SEEN] == ["inside", "after"]
 
 
-def test_the_central_modules_name_no_probe_or_cleanup_of_a_job_type() -> None:
-    """capabilities, runner and findings loop over the registry: no engine's probe, cleanup or job
-    type's report is named there."""
+def _imported(path: Path) -> set[str]:
+    """Every module ``path`` imports, function-local imports included."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return found
+
+
+def test_the_central_modules_name_no_job_type_and_import_no_engine() -> None:
+    """capabilities, runner, findings and presets loop over the registry: they import no engine
+    package and no job module, and no string in them is a job type's name."""
     src = Path(runner.__file__).parent
-    for module in ("capabilities.py", "runner.py", "findings/__init__.py"):
-        text = (src / module).read_text()
-        for engine in (
-            "qoelab.rd",
-            "qoelab.vm",
-            "qoelab.apt",
-            "qoelab.storage",
-            "qoelab.vose",
-            "qoelab.thinclient",
-        ):
-            assert engine not in text, f"{module} imports {engine}"
-        for job in jobs.REGISTRY:
-            assert f'"{job}"' not in text, f"{module} names the job type {job}"
+    engines = ("qoelab.rd", "qoelab.vm", "qoelab.apt", "qoelab.storage", "qoelab.vose", "qoelab.thinclient")
+    for module in ("capabilities.py", "runner.py", "findings/__init__.py", "presets.py", "preset.py"):
+        imports = _imported(src / module)
+        bad = sorted(m for m in imports if m.startswith(engines) or m.startswith("qoelab.jobs."))
+        assert not bad, f"{module} imports {bad}"
+        strings = {
+            n.value for n in ast.walk(ast.parse((src / module).read_text())) if isinstance(n, ast.Constant)
+        }
+        assert not strings & set(jobs.REGISTRY), f"{module} names {strings & set(jobs.REGISTRY)}"
 
 
 def test_findings_read_the_reports_job_types_declare(plugin_job: JobType) -> None:
@@ -205,5 +234,24 @@ def test_two_job_types_cannot_declare_one_report(plugin_job: JobType) -> None:
             ValueError, match="findings report 't_report' declared by t_plugin and t_plugin_twin"
         ):
             findings.REPORTS["t_report"]
+    finally:
+        del jobs.REGISTRY["t_plugin_twin"]
+
+
+def test_presets_collect_the_chapters_job_types_declare(plugin_job: JobType) -> None:
+    assert [c.report for c in presets.chapters()] == ["ch4", "ch2", "ch3", "tc002", "sb001", "t_report"]
+    assert presets.get("t-one").job_type == "t_plugin"
+    assert presets.chapter("t_report").note == "see `docs/architecture.md`"
+    assert presets.get("ch4-fig46").sweep_spec("quick")["fixed"]["pages"] == 5  # rd_qoe's five screens
+    assert "pages" not in presets.get("ch4-table42").conditions("quick")[0]["params"]  # not a campaign's
+    with pytest.raises(ValueError, match="unknown preset 't-two'"):
+        presets.get("t-two")
+
+
+def test_two_chapters_cannot_declare_one_preset_key(plugin_job: JobType) -> None:
+    jobs.register(dataclasses.replace(plugin_job, name="t_plugin_twin", probes=(), cleanups=(), reports=()))
+    try:
+        with pytest.raises(ValueError, match="preset 't-one' declared in chapters t_report and t_report"):
+            presets.every()
     finally:
         del jobs.REGISTRY["t_plugin_twin"]

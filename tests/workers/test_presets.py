@@ -15,8 +15,8 @@ from qoelab.params import validate_params
 from qoelab.units import parse_duration, parse_percent, parse_rate
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-SWEEPS = [p for p in presets.CH4 if p.kind == "sweep"]
-APT = presets.CH2
+SWEEPS = [p for p in presets.chapter("ch4").presets if p.kind == "sweep"]
+APT = presets.chapter("ch2").presets
 
 
 @pytest.mark.parametrize("preset", SWEEPS, ids=lambda p: p.key)
@@ -79,7 +79,7 @@ def test_the_s1_preset_is_the_papers_figs_2_8_and_2_9_scaled():
     assert quick.sweep_spec("quick")["fixed"]["transport"] == "nbd"
 
 
-@pytest.mark.parametrize("preset", presets.CH3, ids=lambda p: p.key)
+@pytest.mark.parametrize("preset", presets.chapter("ch3").presets, ids=lambda p: p.key)
 @pytest.mark.parametrize("size", presets.SIZES)
 def test_every_chapter_3_point_is_a_valid_vose_trial_and_references_run_once(preset, size):
     spec = preset.sweep_spec(size)
@@ -103,7 +103,7 @@ def test_the_chapter_3_presets_keep_the_points_their_findings_compare():
         "software", "hardware", "vose"}  # fmt: skip
 
 
-@pytest.mark.parametrize("preset", presets.TC002, ids=lambda p: p.key)
+@pytest.mark.parametrize("preset", presets.chapter("tc002").presets, ids=lambda p: p.key)
 @pytest.mark.parametrize("size", presets.SIZES)
 def test_every_paper_002_point_is_a_valid_thinclient_trial_at_the_sizes_scale(preset, size):
     spec = preset.sweep_spec(size)
@@ -128,7 +128,7 @@ def test_the_paper_002_presets_feed_every_check_of_their_report():
 
     job = jobs.get("thinclient_tcp")
     fed = {}
-    for preset in presets.TC002:
+    for preset in presets.chapter("tc002").presets:
         points = [
             validate_params(job.params, p).model_dump(mode="json") for p in preset.unique_points("quick")
         ]
@@ -139,5 +139,5 @@ def test_the_paper_002_presets_feed_every_check_of_their_report():
     assert set().union(*fed.values()) == {c.name for c in REPORTS["tc002"]}
     e8 = presets.get("tc002-e8").grids["quick"]["delay"]
     assert [parse_duration(d) * 1e3 for d in e8] == pytest.approx([7, 10, 20, 30, 50, 70])  # Fig. 14
-    assert [p.key for p in dict((r, c) for r, _, c in presets.CHAPTERS)["tc002"]] == [
+    assert [p.key for p in presets.chapter("tc002").presets] == [
         "tc002-e1e2", "tc002-e7", "tc002-e8"]  # fmt: skip

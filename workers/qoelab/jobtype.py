@@ -228,6 +228,9 @@ class JobType:
     # The findings report that judges its results, as "module:REPORT" (a qoelab.findings.base.Report;
     # qoelab.findings reads every job type's).
     reports: tuple[str, ...] = ()
+    # Its papers' experiments at two sizes, as "module:CHAPTER" (a qoelab.preset.Chapter; the
+    # Reproduce page and `qoelab sweep run --preset` read every job type's through qoelab.presets).
+    presets: str = ""
 
     def stored_params(self, params: BaseModel) -> dict[str, Any]:
         """The validated parameters as the backend stores a trial's (SI values, JSON), without the

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django import template
-from django.utils.html import format_html
-from django.utils.safestring import SafeString
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
 register = template.Library()
 
@@ -48,6 +48,15 @@ def get(mapping: Any, key: str) -> Any:
         value = mapping.get(key)
         return "" if value is None else value
     return ""
+
+
+@register.filter
+def inline_code(text: str) -> SafeString:
+    """Plain text with `backticks` around code (a job type's notes): escaped, the code in <code>."""
+    parts = str(text).split("`")
+    return mark_safe(  # noqa: S308 - every part is escaped here
+        "".join(f"<code>{escape(p)}</code>" if i % 2 else escape(p) for i, p in enumerate(parts))
+    )
 
 
 @register.filter

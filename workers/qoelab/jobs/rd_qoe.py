@@ -545,5 +545,6 @@ JOB = register(
             Cleanup("qoelab.vm.guest:cleanup_leftovers"),
         ),
         reports=("qoelab.findings.ch4:REPORT",),
+        presets="qoelab.rd.presets:CHAPTER",
     )
 )

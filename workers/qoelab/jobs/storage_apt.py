@@ -302,5 +302,6 @@ JOB = register(
         probes=("qoelab.apt.capability:probe",),
         cleanups=(Cleanup("qoelab.apt.targets:cleanup_leftovers", after_link=True),),
         reports=("qoelab.findings.ch2:REPORT",),
+        presets="qoelab.apt.presets:CHAPTER",
     )
 )

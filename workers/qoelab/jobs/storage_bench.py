@@ -512,5 +512,6 @@ JOB = register(
             Cleanup("qoelab.storage.targets:cleanup_leftovers", after_link=True),
         ),
         reports=("qoelab.findings.sb001:REPORT",),
+        presets="qoelab.storage.presets:CHAPTER",
     )
 )

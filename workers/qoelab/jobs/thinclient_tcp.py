@@ -326,5 +326,6 @@ JOB = register(
         max_attempts=1,
         probes=("qoelab.thinclient.capability:probe",),
         reports=("qoelab.findings.tc002:REPORT",),
+        presets="qoelab.thinclient.presets:CHAPTER",
     )
 )

@@ -265,5 +265,6 @@ JOB = register(
         probes=("qoelab.vose.capability:probe",),
         cleanups=(Cleanup("qoelab.vose.quota:remove_leftover_quotas", after_link=True),),
         reports=("qoelab.findings.ch3:REPORT",),
+        presets="qoelab.vose.presets:CHAPTER",
     )
 )
