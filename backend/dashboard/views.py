@@ -170,7 +170,7 @@ def reproduce_start(request: HttpRequest, key: str) -> HttpResponse:
         if size not in presets.SIZES:
             raise ValueError(f"size must be one of {', '.join(presets.SIZES)}, got {size!r}")
         # A run of more than an hour (a full preset: up to 7.5 h) asks once more (issue 33).
-        estimate = reproduce.plan(preset, size, reproduce.past_trials())  # type: ignore[arg-type]
+        estimate = reproduce.plan(preset, size)  # type: ignore[arg-type]
         if estimate["seconds"] > LONG_RUN_S and request.POST.get("confirm") != "yes":
             return render(request, "dashboard/reproduce_confirm.html", {"preset": preset, "plan": estimate})
         kind, made = reproduce.start(preset, size, request.user)  # type: ignore[arg-type]

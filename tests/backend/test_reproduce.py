@@ -14,6 +14,8 @@ from experiments.choices import TrialStatus
 from experiments.models import Sweep
 from experiments.services import create_sweep
 from qoelab import presets
+from qoelab.rd import estimate as rd_estimate
+from qoelab.storage import estimate as storage_estimate
 from results.models import SummaryValue
 
 pytestmark = pytest.mark.django_db
@@ -59,7 +61,7 @@ def test_the_estimate_comes_from_this_labs_trials_at_the_same_or_nearest_conditi
     # VNC at 1 Mbit/s: 40 s for 5 updates of T = 2 s with Q = P = 0.5 s -> overhead 40 - 5 x 3 = 25 s.
     finished_rd_trial(alice, "vnc", "1mbit", duration_s=40.0, t_ms=2000.0)
     finished_rd_trial(alice, "vnc", "100mbit", duration_s=30.0, t_ms=200.0)
-    past = reproduce.past_trials()
+    past = rd_estimate.past_trials(reproduce.past_runs("rd_qoe"))
     at_1 = {
         "protocol": "vnc",
         "rate": 1e6,
@@ -69,17 +71,17 @@ def test_the_estimate_comes_from_this_labs_trials_at_the_same_or_nearest_conditi
         "quiet": 0.5,
         "pause": 0.5,
     }
-    seconds, basis = reproduce.estimate_trial(at_1, past)
+    seconds, basis = rd_estimate.estimate_trial(at_1, past)
     overhead = sorted([40.0 - 5 * 3.0, 30.0 - 5 * 1.2])  # median of the two trials' overheads
     assert basis == "measured" and seconds == pytest.approx(sum(overhead) / 2 + 5 * 3.0)
     near_2 = {**at_1, "rate": 2e6, "pages": 10}
-    seconds, basis = reproduce.estimate_trial(near_2, past)
+    seconds, basis = rd_estimate.estimate_trial(near_2, past)
     # The measured T at 1 Mbit/s, carried over by the model's ratio (about half at twice the rate).
-    ratio = reproduce.model_t_s("vnc", 2e6, 0.01, 0) / reproduce.model_t_s("vnc", 1e6, 0.01, 0)
+    ratio = rd_estimate.model_t_s("vnc", 2e6, 0.01, 0) / rd_estimate.model_t_s("vnc", 1e6, 0.01, 0)
     assert 0.4 < ratio < 0.6
     assert basis == "nearest" and seconds == pytest.approx(sum(overhead) / 2 + 10 * (2.0 * ratio + 1.0))
-    assert reproduce.estimate_trial({**at_1, "protocol": "x2go"}, past)[1] == "default"
-    plan = reproduce.plan(presets.get("ch4-fig46"), "quick", past)
+    assert rd_estimate.estimate_trial({**at_1, "protocol": "x2go"}, past)[1] == "default"
+    plan = reproduce.plan(presets.get("ch4-fig46"), "quick")
     # VNC at 1 and 100 Mbit/s measured, at 10 Mbit/s the nearest; SPICE and X2Go have no trial yet.
     assert plan["basis"].startswith("6 trials at a condition measured here; 3 trials from the nearest")
 
@@ -185,7 +187,7 @@ def test_thesis_001_is_listed_and_its_realistic_sweep_starts_with_one_click(brow
     for p in presets.chapter("sb001").presets:
         assert f'data-preset="{p.key}"' in page
     plan = reproduce.plan(presets.get("sb001-realistic"), "quick")
-    assert plan["units"] == 3 * 4 and plan["seconds"] == 12 * reproduce.DEFAULT_STORAGE_TRIAL_S
+    assert plan["units"] == 3 * 4 and plan["seconds"] == 12 * storage_estimate.DEFAULT_TRIAL_S
     assert "no such trial here yet" in plan["basis"]
     resp = browser.post("/reproduce/sb001-realistic/start/", {"size": "quick"})
     sweep = Sweep.objects.get()

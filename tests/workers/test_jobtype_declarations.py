@@ -204,11 +204,13 @@ def _imported(path: Path) -> set[str]:
 
 
 def test_the_central_modules_name_no_job_type_and_import_no_engine() -> None:
-    """capabilities, runner, findings and presets loop over the registry: they import no engine
-    package and no job module, and no string in them is a job type's name."""
+    """capabilities, runner, findings, presets and the Reproduce page loop over the registry: they
+    import no engine package and no job module, and no string in them is a job type's name."""
     src = Path(runner.__file__).parent
     engines = ("qoelab.rd", "qoelab.vm", "qoelab.apt", "qoelab.storage", "qoelab.vose", "qoelab.thinclient")
-    for module in ("capabilities.py", "runner.py", "findings/__init__.py", "presets.py", "preset.py"):
+    central = ("capabilities.py", "runner.py", "findings/__init__.py", "presets.py", "preset.py",
+               "estimate.py", "../../backend/dashboard/reproduce.py")  # fmt: skip
+    for module in central:
         imports = _imported(src / module)
         bad = sorted(m for m in imports if m.startswith(engines) or m.startswith("qoelab.jobs."))
         assert not bad, f"{module} imports {bad}"
@@ -255,3 +257,23 @@ def test_two_chapters_cannot_declare_one_preset_key(plugin_job: JobType) -> None
             presets.every()
     finally:
         del jobs.REGISTRY["t_plugin_twin"]
+
+
+def test_every_declared_estimate_answers_without_past_trials_and_says_so() -> None:
+    for job in jobs.REGISTRY.values():
+        if job.estimate is None:
+            continue
+        seconds, basis = resolve(job.estimate.ref)([{}], 2, [])
+        assert seconds > 0 and basis, job.name
+        assert "default" in basis or "no such trial" in basis, (job.name, basis)
+
+
+def test_the_generic_estimates_read_past_runs() -> None:
+    from qoelab.estimate import PastRun, for_duration, median_wall_time
+
+    past = [PastRun({"duration": 10.0, "family": "a"}, {}, s) for s in (14.0, 16.0, 30.0)]
+    total, basis = for_duration([{"duration": 20.0}], 3, past)
+    assert total == 3 * (6.0 + 20.0) and basis == "6 s per trial besides its stream (from 3 such trials here)"
+    total, basis = median_wall_time([{"family": "a"}, {"family": "b"}], 1, past, by="family", default_s=50.0)
+    assert total == 16.0 + 50.0
+    assert basis == "the median trial of each family (from 3 such trials here; 50 s without one)"

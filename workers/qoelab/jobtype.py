@@ -19,6 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from qoelab.estimate import Estimate
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -231,6 +233,9 @@ class JobType:
     # Its papers' experiments at two sizes, as "module:CHAPTER" (a qoelab.preset.Chapter; the
     # Reproduce page and `qoelab sweep run --preset` read every job type's through qoelab.presets).
     presets: str = ""
+    # How long its trials take here, from this lab's past ones (the Reproduce page's estimate);
+    # None: the median wall time of its past trials (qoelab.estimate.median_wall_time).
+    estimate: Estimate | None = None
 
     def stored_params(self, params: BaseModel) -> dict[str, Any]:
         """The validated parameters as the backend stores a trial's (SI values, JSON), without the

@@ -24,6 +24,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
+from qoelab.estimate import Estimate
 from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, TrialContext, TrialResult
 from qoelab.rd.flows import classification_metrics, classify_capture
@@ -546,5 +547,6 @@ JOB = register(
         ),
         reports=("qoelab.findings.ch4:REPORT",),
         presets="qoelab.rd.presets:CHAPTER",
+        estimate=Estimate("qoelab.rd.estimate:estimate", metrics=("T_ms", "n")),
     )
 )

@@ -27,6 +27,7 @@ from qoelab.emulation.profile import (
     LinkParams,
 )
 from qoelab.errors import ParameterError
+from qoelab.estimate import Estimate
 from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 
@@ -303,5 +304,6 @@ JOB = register(
         cleanups=(Cleanup("qoelab.apt.targets:cleanup_leftovers", after_link=True),),
         reports=("qoelab.findings.ch2:REPORT",),
         presets="qoelab.apt.presets:CHAPTER",
+        estimate=Estimate("qoelab.apt.estimate:estimate", metrics=("steps",)),
     )
 )

@@ -21,6 +21,7 @@ from qoelab import params as p
 from qoelab.emulation.profile import DELAY_MAX_S, JITTER_MAX_S, RATE_MAX_BPS, LinkParams, LinkProfile
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
+from qoelab.estimate import Estimate
 from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, TableSpec, TrialContext, TrialResult
 from qoelab.storage import thesis_tables as tt
@@ -513,5 +514,6 @@ JOB = register(
         ),
         reports=("qoelab.findings.sb001:REPORT",),
         presets="qoelab.storage.presets:CHAPTER",
+        estimate=Estimate("qoelab.storage.estimate:estimate"),
     )
 )

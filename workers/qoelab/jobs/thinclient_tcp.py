@@ -21,6 +21,7 @@ from qoelab import params as p
 from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, LinkParams, LinkProfile
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
+from qoelab.estimate import Estimate
 from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.thinclient.model import TwoStateModel
@@ -327,5 +328,6 @@ JOB = register(
         probes=("qoelab.thinclient.capability:probe",),
         reports=("qoelab.findings.tc002:REPORT",),
         presets="qoelab.thinclient.presets:CHAPTER",
+        estimate=Estimate("qoelab.estimate:for_duration"),
     )
 )

@@ -19,6 +19,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.emulation.profile import RATE_MAX_BPS, RATE_MIN_BPS, LinkParams
 from qoelab.errors import ParameterError
+from qoelab.estimate import Estimate
 from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.units import require_ascii
@@ -266,5 +267,6 @@ JOB = register(
         cleanups=(Cleanup("qoelab.vose.quota:remove_leftover_quotas", after_link=True),),
         reports=("qoelab.findings.ch3:REPORT",),
         presets="qoelab.vose.presets:CHAPTER",
+        estimate=Estimate("qoelab.estimate:for_duration"),
     )
 )
