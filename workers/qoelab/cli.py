@@ -31,6 +31,7 @@ examples:
   qoelab hosts
   qoelab capabilities
   qoelab link check --rate 10mbit --delay 25ms --loss 0.5% --json
+  qoelab run link_check --set rate=10mbit --set delay=20ms --json   # any job type, API validation
   qoelab rd bench --protocol spice --rate 1mbit --delay 10ms --pages 3
   qoelab rd analyze capture.pcap --clicks clicks.json
   qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64
@@ -230,23 +231,14 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("version", help="print the qoelab version and code revision")
     v.set_defaults(func=cmd_version)
 
-    # Subcommands of the parts: `link check|cleanup`, `rd analyze`, `rd bench`, `apt simulate`, `vm check`.
-    from qoelab.apt import cli as apt_cli
-    from qoelab.emulation import cli as emulation_cli
-    from qoelab.rd import analyze_cli, bench_cli
-    from qoelab.storage import cli as storage_cli
-    from qoelab.thinclient import cli as thinclient_cli
-    from qoelab.vm import cli as vm_cli
-    from qoelab.vose import cli as vose_cli
+    # Each job type's own subcommands (`link check`, `rd bench`, `apt simulate`, `vm check` …), each
+    # once, in registry order; then `run`, any job type's trial here.
+    from qoelab import jobs, run_cli
+    from qoelab.jobtype import resolve
 
-    emulation_cli.register(sub)
-    analyze_cli.register(sub)
-    bench_cli.register(sub)
-    apt_cli.register(sub)
-    vose_cli.register(sub)
-    thinclient_cli.register(sub)
-    storage_cli.register(sub)
-    vm_cli.register(sub)
+    for ref in dict.fromkeys(ref for job in jobs.REGISTRY.values() for ref in job.cli):
+        resolve(ref)(sub)
+    run_cli.register(sub)
     return p
 
 

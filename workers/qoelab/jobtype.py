@@ -236,6 +236,9 @@ class JobType:
     # How long its trials take here, from this lab's past ones (the Reproduce page's estimate);
     # None: the median wall time of its past trials (qoelab.estimate.median_wall_time).
     estimate: Estimate | None = None
+    # Its command-line entries, each "module:register" of a function that adds subcommands to the
+    # `qoelab` parser (qoelab.cli adds every job type's, each once).
+    cli: tuple[str, ...] = ()
 
     def stored_params(self, params: BaseModel) -> dict[str, Any]:
         """The validated parameters as the backend stores a trial's (SI values, JSON), without the

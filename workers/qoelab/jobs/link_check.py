@@ -147,5 +147,6 @@ JOB = register(
         ),
         timeout_s=300,
         max_attempts=2,
+        cli=("qoelab.emulation.cli:register",),
     )
 )

@@ -548,5 +548,6 @@ JOB = register(
         reports=("qoelab.findings.ch4:REPORT",),
         presets="qoelab.rd.presets:CHAPTER",
         estimate=Estimate("qoelab.rd.estimate:estimate", metrics=("T_ms", "n")),
+        cli=("qoelab.rd.analyze_cli:register", "qoelab.rd.bench_cli:register", "qoelab.vm.cli:register"),
     )
 )

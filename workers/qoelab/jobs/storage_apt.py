@@ -305,5 +305,6 @@ JOB = register(
         reports=("qoelab.findings.ch2:REPORT",),
         presets="qoelab.apt.presets:CHAPTER",
         estimate=Estimate("qoelab.apt.estimate:estimate", metrics=("steps",)),
+        cli=("qoelab.apt.cli:register",),
     )
 )

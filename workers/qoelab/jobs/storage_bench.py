@@ -515,5 +515,6 @@ JOB = register(
         reports=("qoelab.findings.sb001:REPORT",),
         presets="qoelab.storage.presets:CHAPTER",
         estimate=Estimate("qoelab.storage.estimate:estimate"),
+        cli=("qoelab.storage.cli:register", "qoelab.vm.cli:register"),
     )
 )

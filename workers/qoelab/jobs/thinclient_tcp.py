@@ -329,5 +329,6 @@ JOB = register(
         reports=("qoelab.findings.tc002:REPORT",),
         presets="qoelab.thinclient.presets:CHAPTER",
         estimate=Estimate("qoelab.estimate:for_duration"),
+        cli=("qoelab.thinclient.cli:register",),
     )
 )

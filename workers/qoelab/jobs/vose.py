@@ -268,5 +268,6 @@ JOB = register(
         reports=("qoelab.findings.ch3:REPORT",),
         presets="qoelab.vose.presets:CHAPTER",
         estimate=Estimate("qoelab.estimate:for_duration"),
+        cli=("qoelab.vose.cli:register",),
     )
 )
