@@ -538,7 +538,11 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()  # reads the job types: a plug-in that does not import is one sentence
+    except QoelabError as err:
+        print(f"qoelab: error: {printable(str(err))}", file=sys.stderr)
+        return EXIT_USAGE
     args = parser.parse_args(argv)
     logging.basicConfig(
         # The worker logs its life; the researcher commands print only results and problems.

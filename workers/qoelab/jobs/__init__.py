@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
 
+from qoelab.errors import QoelabError
 from qoelab.jobtype import JobType
 
 REGISTRY: dict[str, JobType] = {}
@@ -29,10 +31,20 @@ def get(name: str) -> JobType:
 BUILT_IN = ("link_check", "live_session", "rd_qoe", "storage_apt", "vose", "thinclient_tcp", "storage_bench")
 
 
+# Job types from outside the lab's code: module names, comma-separated, each registering its job
+# type on import as the built-in ones do (docs/architecture.md, "Add a job type").
+PLUGINS_ENV = "QOELAB_JOB_MODULES"
+
+
 def _load() -> None:
     # Each job module calls register(...) at import time.
     for name in BUILT_IN:
         importlib.import_module(f"qoelab.jobs.{name}")
+    for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise QoelabError(f"{PLUGINS_ENV}: cannot import job module {name!r}: {err}") from err
 
 
 _load()
