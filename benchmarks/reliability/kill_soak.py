@@ -406,7 +406,7 @@ def main() -> int:
         stop = now.replace(hour=hh, minute=mm, second=0, microsecond=0)
         deadline = (stop if stop > now else stop + dt.timedelta(days=1)).timestamp()
     if mix.get("rd_qoe_vm"):
-        from qoelab.vm.guest import vm_capability
+        from qoelab.vm.capability import vm_capability
 
         if not vm_capability()["available"]:
             raise SystemExit(

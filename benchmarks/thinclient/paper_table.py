@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT / "workers"))
 
 from qoelab import jobs  # noqa: E402
 from qoelab.hostfacts import run_facts  # noqa: E402
+from qoelab.jobs.thinclient_tcp import record_params  # noqa: E402
 from qoelab.params import validate_params  # noqa: E402
 from qoelab.thinclient import experiments  # noqa: E402
 from qoelab.thinclient.trial import run_trial  # noqa: E402
@@ -168,7 +169,7 @@ def findings(names: list[str]) -> str:
             continue
         for line in path.read_text().splitlines():
             r = json.loads(line)
-            rows.append({"params": experiments.record_params(r), "summary": r["summary"]})
+            rows.append({"params": record_params(r), "summary": r["summary"]})
     found = tc_findings.evaluate("tc002", rows)
     return tc_findings.render_markdown(found, title=tc_findings.REPORT_TITLES["tc002"], level=3)
 

@@ -5,7 +5,6 @@ its package."""
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from experiments.models import Sweep
-from qoelab import findings
+from qoelab import findings, jobs
 from qoelab.jobs import REGISTRY
 
 pytestmark = pytest.mark.django_db
@@ -32,7 +31,7 @@ def echo_job() -> Iterator[Any]:
     """The plug-in registered for one test, as importing a QOELAB_JOB_MODULES module does."""
     sys.path.insert(0, str(PLUGIN_DIR))
     try:
-        yield importlib.import_module("echo_job").JOB
+        yield jobs.load_module("echo_job")
     finally:
         REGISTRY.pop("echo_job", None)
         sys.modules.pop("echo_job", None)

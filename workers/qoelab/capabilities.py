@@ -23,11 +23,11 @@ from pathlib import Path
 from typing import Any
 
 import qoelab
+from qoelab.hostfacts import code_revision
 from qoelab.jobtype import HostProbe, resolve
 
 log = logging.getLogger("qoelab.capabilities")
 
-REPO_DIR = Path(__file__).resolve().parent.parent.parent
 
 # tool -> argv that prints its version on the first non-empty line (stdout or stderr)
 VERSION_COMMANDS: dict[str, list[str]] = {
@@ -68,28 +68,6 @@ def _env_bool(name: str) -> bool | None:
     if value in ("0", "false"):
         return False
     raise ValueError(f"{name} must be 'true' or 'false', got {raw!r}")
-
-
-def code_revision() -> str:
-    """``git describe`` of the checkout this code runs from, else the package version.
-
-    QOELAB_CODE_REVISION overrides both (container images have no .git).
-    """
-    override = os.environ.get("QOELAB_CODE_REVISION", "").strip()
-    if override:
-        return override
-    if (REPO_DIR / ".git").exists() and shutil.which("git"):
-        try:
-            out = subprocess.run(
-                ["git", "-c", f"safe.directory={REPO_DIR}", "-C", str(REPO_DIR), "describe", "--always",
-                 "--dirty", "--tags"],
-                capture_output=True, text=True, timeout=10, check=True,
-            )  # fmt: skip
-            if out.stdout.strip():
-                return out.stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return f"qoelab {qoelab.__version__}"
 
 
 @functools.cache

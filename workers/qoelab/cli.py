@@ -531,7 +531,7 @@ def _report_from_files(args: argparse.Namespace) -> int:
 
 
 def cmd_version(args: argparse.Namespace) -> int:
-    from qoelab.capabilities import code_revision
+    from qoelab.hostfacts import code_revision
 
     print(f"qoelab {qoelab.__version__} ({code_revision()})")
     return 0

@@ -251,6 +251,11 @@ class BackendClient(_Http):
             self.check(resp, f"fetching the capture of trial {source_trial}")
         Path(dest).write_bytes(resp.content)
 
+    def live_report(self, trial_id: int | str, body: dict[str, Any]) -> dict[str, Any]:
+        """A live session's report to the backend (its address, its end); the answer says what to do."""
+        resp = self.request("POST", f"/api/hosts/trials/{trial_id}/live/", idempotent=True, json=body)
+        return dict(self.check(resp, f"live session report of trial {trial_id}") or {})
+
     def finish(
         self,
         trial_id: int | str,

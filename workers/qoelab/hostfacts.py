@@ -10,8 +10,12 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
+
+import qoelab
 
 PROVENANCE_FLAGS = (
     "aes",
@@ -85,7 +89,6 @@ def cpu_provenance() -> dict[str, Any]:
 def run_facts() -> dict[str, Any]:
     """The machine and code of a benchmark row: ``{"cpu", "bogomips", "cores", "kernel", "node",
     "code_revision"}`` (the ``host`` a findings row carries, plus what reproduces it)."""
-    from qoelab.capabilities import code_revision
 
     cpu = cpu_provenance()
     return {
@@ -96,3 +99,28 @@ def run_facts() -> dict[str, Any]:
         "node": platform.node(),
         "code_revision": code_revision(),
     }
+
+
+REPO_DIR = Path(__file__).resolve().parent.parent.parent
+
+
+def code_revision() -> str:
+    """``git describe`` of the checkout this code runs from, else the package version.
+
+    QOELAB_CODE_REVISION overrides both (container images have no .git).
+    """
+    override = os.environ.get("QOELAB_CODE_REVISION", "").strip()
+    if override:
+        return override
+    if (REPO_DIR / ".git").exists() and shutil.which("git"):
+        try:
+            out = subprocess.run(
+                ["git", "-c", f"safe.directory={REPO_DIR}", "-C", str(REPO_DIR), "describe", "--always",
+                 "--dirty", "--tags"],
+                capture_output=True, text=True, timeout=10, check=True,
+            )  # fmt: skip
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return f"qoelab {qoelab.__version__}"

@@ -138,6 +138,9 @@ class TrialContext:
     # Saves another trial's packet capture at the given path (a job parameter ``trial:N``): the
     # worker fetches it from the backend, a local run has none (it takes a file instead).
     fetch_capture: Callable[[int, Path], None] | None = None
+    # Sends a live session's report to the backend and returns its answer (the worker's client; a
+    # local run has none and reads the backend's address from the environment).
+    report_live: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
     def add_artifact(self, path: Path, kind: str) -> None:
         self.artifacts.append(ArtifactFile(Path(path), kind))

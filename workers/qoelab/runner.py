@@ -176,6 +176,8 @@ def run_trial(
     )
     if hasattr(client, "download_capture"):
         ctx.fetch_capture = functools.partial(client.download_capture, trial_id)
+    if hasattr(client, "live_report"):
+        ctx.report_live = functools.partial(client.live_report, trial_id)
     job_name = str(claim.get("job_type", ""))
     try:
         tlog.info("trial %s attempt %s: job %s, prefix %s, limit %g s", trial_id, attempt, job_name,

@@ -1,5 +1,6 @@
 """A job type kept outside the lab's code: everything the lab needs to know about it is declared
-here, and ``QOELAB_JOB_MODULES=echo_job`` (with this directory on the Python path) brings it in.
+here as ``JOB``, and ``QOELAB_JOB_MODULES=echo_job`` (with this directory on the Python path)
+brings it in.
 
 A trial runs ``echo`` with a message and counts the characters that came back; ``leave`` makes it
 leave its marker file behind, as a killed trial would, for its cleanup to find. It declares every
@@ -22,7 +23,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qoelab.estimate import Estimate, PastRun
 from qoelab.findings.base import Check, Comparison, Report, Scope, at_least, mean_ci
-from qoelab.jobs import register
 from qoelab.jobtype import Cleanup, HostProbe, JobType, Metric, TrialContext, TrialResult
 from qoelab.preset import Chapter, Preset
 
@@ -120,22 +120,20 @@ def register_cli(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: print(f"echo job: {args.message}") or 0)
 
 
-JOB = register(
-    JobType(
-        name=NAME,
-        title="Echo (a test's plug-in)",
-        description="Runs echo and counts what came back.",
-        params=EchoParams,
-        requires=frozenset({"echo.program"}),
-        run=run,  # type: ignore[arg-type]
-        metrics=(Metric("chars", "characters echoed", "chars"), Metric("echoed_ok", "echoed back", "")),
-        timeout_s=30,
-        max_attempts=1,
-        probes=(f"{HERE}:probe",),
-        cleanups=(Cleanup(f"{HERE}:cleanup", after_link=True),),
-        reports=(f"{HERE}:REPORT",),
-        presets=f"{HERE}:CHAPTER",
-        estimate=Estimate(f"{HERE}:estimate"),
-        cli=(f"{HERE}:register_cli",),
-    )
+JOB = JobType(
+    name=NAME,
+    title="Echo (a test's plug-in)",
+    description="Runs echo and counts what came back.",
+    params=EchoParams,
+    requires=frozenset({"echo.program"}),
+    run=run,  # type: ignore[arg-type]
+    metrics=(Metric("chars", "characters echoed", "chars"), Metric("echoed_ok", "echoed back", "")),
+    timeout_s=30,
+    max_attempts=1,
+    probes=(f"{HERE}:probe",),
+    cleanups=(Cleanup(f"{HERE}:cleanup", after_link=True),),
+    reports=(f"{HERE}:REPORT",),
+    presets=f"{HERE}:CHAPTER",
+    estimate=Estimate(f"{HERE}:estimate"),
+    cli=(f"{HERE}:register_cli",),
 )

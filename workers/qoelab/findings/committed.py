@@ -115,7 +115,7 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if "error" in row or not row.get("summary"):
             continue
         if "params" not in row and {"experiment", "buffer", "extra"} <= row.keys():
-            from qoelab.thinclient.experiments import record_params  # a thin-client benchmark run
+            from qoelab.jobs.thinclient_tcp import record_params  # a thin-client benchmark run
 
             row = {"params": record_params(row), "summary": row["summary"]}
         elif not isinstance(row.get("params"), dict):

@@ -1,4 +1,5 @@
-"""The one place job types are registered. Add a module's name to ``BUILT_IN`` and it exists everywhere."""
+"""The one place job types are registered. A job module declares ``JOB`` (a JobType) and imports
+nothing from here; add its name to ``BUILT_IN`` and it exists everywhere."""
 
 from __future__ import annotations
 
@@ -31,20 +32,31 @@ def get(name: str) -> JobType:
 BUILT_IN = ("link_check", "live_session", "rd_qoe", "storage_apt", "vose", "thinclient_tcp", "storage_bench")
 
 
-# Job types from outside the lab's code: module names, comma-separated, each registering its job
-# type on import as the built-in ones do (docs/architecture.md, "Add a job type").
+# Job types from outside the lab's code: module names, comma-separated, each declaring its job type
+# as ``JOB`` as the built-in ones do (docs/architecture.md, "Add a job type").
 PLUGINS_ENV = "QOELAB_JOB_MODULES"
 
 
+def load_module(name: str) -> JobType:
+    """Import a job module and register the ``JOB`` it declares (a built-in one or a plug-in)."""
+    try:
+        module = importlib.import_module(name)
+    except ImportError as err:
+        raise QoelabError(f"cannot import job module {name!r}: {err}") from err
+    job = getattr(module, "JOB", None)
+    if not isinstance(job, JobType):
+        raise QoelabError(f"job module {name!r} declares no JOB (a qoelab.jobtype.JobType)")
+    return register(job)
+
+
 def _load() -> None:
-    # Each job module calls register(...) at import time.
     for name in BUILT_IN:
-        importlib.import_module(f"qoelab.jobs.{name}")
+        load_module(f"qoelab.jobs.{name}")
     for name in filter(None, (m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(","))):
         try:
-            importlib.import_module(name)
-        except ImportError as err:
-            raise QoelabError(f"{PLUGINS_ENV}: cannot import job module {name!r}: {err}") from err
+            load_module(name)
+        except QoelabError as err:
+            raise QoelabError(f"{PLUGINS_ENV}: {err}") from err
 
 
 _load()

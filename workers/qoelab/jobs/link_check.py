@@ -14,7 +14,6 @@ from pydantic import Field
 
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
-from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, JobType, Metric, TrialContext, TrialResult
 
 MIN_DURATION_S = 1.0
@@ -89,64 +88,62 @@ def run(params: LinkCheckParams, ctx: TrialContext) -> TrialResult:
     )
 
 
-JOB = register(
-    JobType(
-        name="link_check",
-        title="Link check",
-        description="Builds the emulated link for each profile and measures TCP goodput (iperf3) each "
-        "way, RTT idle and under load (ping) and loss (UDP probe): configured vs measured.",
-        params=LinkCheckParams,
-        requires=frozenset({"netns", "link", "iperf3"}),
-        run=run,  # type: ignore[arg-type]
-        metrics=(
-            Metric("tcp_down_bps", "TCP goodput down", "bit/s"),
-            Metric("tcp_up_bps", "TCP goodput up", "bit/s"),
-            Metric("rtt_ms", "RTT idle", "ms"),
-            Metric("rtt_loaded_ms", "RTT under load", "ms"),
-            Metric("loss_pct", "loss (UDP probe)", "%"),
-            Metric("mathis_bps", "TCP model (Mathis)", "bit/s"),
-            Metric("configured_rate_bps", "configured rate", "bit/s"),
-            Metric("configured_rtt_ms", "configured RTT", "ms"),
-            Metric("configured_loss_pct", "configured loss", "%"),
-            Metric("checks_ok", "all checks passed", ""),
+JOB = JobType(
+    name="link_check",
+    title="Link check",
+    description="Builds the emulated link for each profile and measures TCP goodput (iperf3) each "
+    "way, RTT idle and under load (ping) and loss (UDP probe): configured vs measured.",
+    params=LinkCheckParams,
+    requires=frozenset({"netns", "link", "iperf3"}),
+    run=run,  # type: ignore[arg-type]
+    metrics=(
+        Metric("tcp_down_bps", "TCP goodput down", "bit/s"),
+        Metric("tcp_up_bps", "TCP goodput up", "bit/s"),
+        Metric("rtt_ms", "RTT idle", "ms"),
+        Metric("rtt_loaded_ms", "RTT under load", "ms"),
+        Metric("loss_pct", "loss (UDP probe)", "%"),
+        Metric("mathis_bps", "TCP model (Mathis)", "bit/s"),
+        Metric("configured_rate_bps", "configured rate", "bit/s"),
+        Metric("configured_rtt_ms", "configured RTT", "ms"),
+        Metric("configured_loss_pct", "configured loss", "%"),
+        Metric("checks_ok", "all checks passed", ""),
+    ),
+    charts=(
+        ChartSpec(
+            key="rate",
+            title="Measured TCP goodput vs configured rate",
+            x="rate",
+            y="tcp_down_bps",
+            series="delay",
+            log_x=True,
+            log_y=True,
+            x_label="configured rate (Mbit/s)",
+            y_label="TCP goodput down (Mbit/s)",
+            x_scale=1e6,
+            y_scale=1e6,
+            identity=True,
         ),
-        charts=(
-            ChartSpec(
-                key="rate",
-                title="Measured TCP goodput vs configured rate",
-                x="rate",
-                y="tcp_down_bps",
-                series="delay",
-                log_x=True,
-                log_y=True,
-                x_label="configured rate (Mbit/s)",
-                y_label="TCP goodput down (Mbit/s)",
-                x_scale=1e6,
-                y_scale=1e6,
-                identity=True,
-            ),
-            ChartSpec(
-                key="rtt",
-                title="Measured RTT vs configured one-way delay",
-                x="delay",
-                y="rtt_ms",
-                series="rate",
-                x_label="configured one-way delay (ms)",
-                y_label="RTT idle (ms)",
-                x_scale=1e-3,
-            ),
-            ChartSpec(
-                key="loss",
-                title="Measured loss vs configured loss",
-                x="loss",
-                y="loss_pct",
-                x_label="configured loss (%)",
-                y_label="measured loss (%)",
-                identity=True,
-            ),
+        ChartSpec(
+            key="rtt",
+            title="Measured RTT vs configured one-way delay",
+            x="delay",
+            y="rtt_ms",
+            series="rate",
+            x_label="configured one-way delay (ms)",
+            y_label="RTT idle (ms)",
+            x_scale=1e-3,
         ),
-        timeout_s=300,
-        max_attempts=2,
-        cli=("qoelab.emulation.cli:register",),
-    )
+        ChartSpec(
+            key="loss",
+            title="Measured loss vs configured loss",
+            x="loss",
+            y="loss_pct",
+            x_label="configured loss (%)",
+            y_label="measured loss (%)",
+            identity=True,
+        ),
+    ),
+    timeout_s=300,
+    max_attempts=2,
+    cli=("qoelab.emulation.cli:register",),
 )

@@ -11,6 +11,7 @@ Teardown is always complete: processes by the trial prefix, then the link.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable
@@ -21,7 +22,6 @@ from pydantic import Field
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import QoelabError
-from qoelab.jobs import register
 from qoelab.jobs.rd_qoe import PROTOCOL_CAPS
 from qoelab.jobtype import Cleanup, JobType, Metric, TrialContext, TrialResult
 
@@ -66,28 +66,20 @@ class LiveSessionParams(LinkParams):
         return {"image_compression": self.spice_image_compression}
 
 
-def backend_channel(trial_id: str) -> Channel:
-    """The worker's channel: ``POST /api/hosts/trials/<id>/live/`` with the host token."""
-    try:
-        from qoelab.celery_app import backend_client
+def backend_channel(ctx: TrialContext) -> Channel:
+    """``POST /api/hosts/trials/<id>/live/`` with the host token: the worker's client (the runner
+    sets ``ctx.report_live``), else one made from the environment."""
+    if ctx.report_live is not None:
+        return ctx.report_live
+    from qoelab.client import BackendClient
 
-        client = backend_client()
-    except Exception:  # noqa: BLE001 - outside a configured worker, fall back to the environment
-        from qoelab.client import BackendClient
-
-        url, token = os.environ.get("QOELAB_BACKEND_URL", ""), os.environ.get("QOELAB_HOST_TOKEN", "")
-        if not url or not token:
-            raise QoelabError(
-                "live_session needs the backend: set QOELAB_BACKEND_URL and QOELAB_HOST_TOKEN "
-                "(a worker has them)"
-            ) from None
-        client = BackendClient(url, token)
-
-    def send(body: dict[str, Any]) -> dict[str, Any]:
-        resp = client.request("POST", f"/api/hosts/trials/{trial_id}/live/", idempotent=True, json=body)
-        return dict(client.check(resp, f"live session report of trial {trial_id}") or {})
-
-    return send
+    url, token = os.environ.get("QOELAB_BACKEND_URL", ""), os.environ.get("QOELAB_HOST_TOKEN", "")
+    if not url or not token:
+        raise QoelabError(
+            "live_session needs the backend: set QOELAB_BACKEND_URL and QOELAB_HOST_TOKEN (a worker has them)"
+        )
+    client = BackendClient(url, token)
+    return functools.partial(client.live_report, ctx.trial_id)
 
 
 def serve(params: LiveSessionParams, ctx: TrialContext, channel: Channel) -> TrialResult:
@@ -150,38 +142,36 @@ def serve(params: LiveSessionParams, ctx: TrialContext, channel: Channel) -> Tri
 
 
 def run(params: LiveSessionParams, ctx: TrialContext) -> TrialResult:
-    return serve(params, ctx, backend_channel(ctx.trial_id))
+    return serve(params, ctx, backend_channel(ctx))
 
 
-JOB = register(
-    JobType(
-        name="live_session",
-        title="Live remote-desktop session (ratings)",
-        description=(
-            "An evaluator operates VNC (noVNC) or SPICE (spice-html5) in the browser; the WebSocket "
-            "proxy sits on the client side of the emulated link. X2Go: the native client on the worker, "
-            "shown through an unimpaired local view (x11vnc + noVNC). Created by the ratings app per "
-            "live slot."
-        ),
-        params=LiveSessionParams,
-        internal=True,
-        requires=frozenset({"netns", "link", "rd.desktop"}),
-        # The session's server, and for X2Go its native client (the others' client is the browser).
-        requires_for=lambda params: (
-            PROTOCOL_CAPS[params.protocol]
-            if params.protocol == "x2go"
-            else frozenset({f"rd.{params.protocol}.server"})
-        ),
-        run=run,
-        metrics=(
-            Metric("setup_s", "setup time", "s"),
-            Metric("held_s", "session time", "s"),
-            Metric("screens", "screens gone through"),
-            Metric("local_view", "shown through a local view (X2Go)"),
-        ),
-        timeout_s=TIMEOUT_S,
-        max_attempts=1,
-        probes=("qoelab.rd.capability:probe",),
-        cleanups=(Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),),
-    )
+JOB = JobType(
+    name="live_session",
+    title="Live remote-desktop session (ratings)",
+    description=(
+        "An evaluator operates VNC (noVNC) or SPICE (spice-html5) in the browser; the WebSocket "
+        "proxy sits on the client side of the emulated link. X2Go: the native client on the worker, "
+        "shown through an unimpaired local view (x11vnc + noVNC). Created by the ratings app per "
+        "live slot."
+    ),
+    params=LiveSessionParams,
+    internal=True,
+    requires=frozenset({"netns", "link", "rd.desktop"}),
+    # The session's server, and for X2Go its native client (the others' client is the browser).
+    requires_for=lambda params: (
+        PROTOCOL_CAPS[params.protocol]
+        if params.protocol == "x2go"
+        else frozenset({f"rd.{params.protocol}.server"})
+    ),
+    run=run,
+    metrics=(
+        Metric("setup_s", "setup time", "s"),
+        Metric("held_s", "session time", "s"),
+        Metric("screens", "screens gone through"),
+        Metric("local_view", "shown through a local view (X2Go)"),
+    ),
+    timeout_s=TIMEOUT_S,
+    max_attempts=1,
+    probes=("qoelab.rd.capability:probe",),
+    cleanups=(Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),),
 )

@@ -25,7 +25,6 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.emulation.profile import LinkParams
 from qoelab.estimate import Estimate
-from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, TrialContext, TrialResult
 from qoelab.rd.flows import classification_metrics, classify_capture
 from qoelab.rd.keystrokes import DEFAULT_GAP_S
@@ -456,98 +455,96 @@ def _t_vs(x: str, key: str, title: str, x_label: str, x_scale: float = 1.0, log_
                      x_label=x_label, y_label="response time T (ms)", x_scale=x_scale)  # fmt: skip
 
 
-JOB = register(
-    JobType(
-        name="rd_qoe",
-        title="Remote-desktop QoE (slow motion)",
-        description="A real VNC, SPICE or X2Go session over the emulated link; a driver clicks through "
-        "workload pages one update at a time and the client-side capture gives per update the response "
-        "time T, the transferred bytes X and X/T (thesis ch. 4), with the screen's own settling time beside.",
-        params=RdQoeParams,
-        requires=COMMON_CAPS,
-        requires_for=requires_for,
-        run=run,  # type: ignore[arg-type]
-        stimuli=True,
-        metrics=(
-            Metric("T_ms", "response time T (mean)", "ms"),
-            Metric("bytes_down", "transfer size X (mean)", "B"),
-            Metric("rate_bps", "transfer rate X/T (mean)", "bit/s"),
-            Metric("pixel_ms", "screen settled after click (mean)", "ms"),
-            Metric("T_ms_median", "response time T (median)", "ms"),
-            Metric("bytes_down_median", "transfer size X (median)", "B"),
-            Metric("rate_bps_median", "transfer rate X/T (median)", "bit/s"),
-            Metric("bytes_up", "client→server bytes (mean)", "B"),
-            Metric("n", "updates", ""),
-            Metric("n_timed_out", "updates timed out", ""),
-            Metric("n_disagree", "updates where pixel and packet time disagree", ""),
-            Metric("setup_s", "trial setup: desktop, server and client", "s"),
-            Metric("run_s", "the clicks, with Q and P", "s"),
-            Metric("teardown_s", "trial teardown: session", "s"),
-            Metric("link_s", "link set-up", "s"),
-            Metric("verify_s", "link verification", "s"),
-            Metric("analysis_s", "packet analysis", "s"),
-            Metric("link_teardown_s", "link teardown", "s"),
-            Metric("link_tcp_down_bps", "link: TCP goodput down", "bit/s"),
-            Metric("link_rtt_ms", "link: RTT idle", "ms"),
-            Metric("echo_ms", "typing: keystroke echo time (mean)", "ms"),
-            Metric("echo_ms_median", "typing: keystroke echo time (median)", "ms"),
-            Metric("tc_alpha", "paper 002: P(interactive → bulk), α", ""),
-            Metric("tc_beta", "paper 002: P(bulk → interactive), β", ""),
-            Metric("tc_c_B", "paper 002: segments per bulk flow, c_B", ""),
-            Metric("tc_p_I", "paper 002: share of interactive flows, p_I", ""),
-        ),
-        charts=(
-            _t_vs(
-                "rate",
-                "fig46_T",
-                "Fig. 4.6 (a): response time T vs bandwidth",
-                "bandwidth (Mbit/s)",
-                x_scale=1e6,
-                log_x=True,
-            ),  # fmt: skip
-            ChartSpec(
-                key="fig46_X",
-                title="Fig. 4.6 (b): transfer size X vs bandwidth",
-                x="rate",
-                y="bytes_down",
-                series="protocol",
-                log_x=True,
-                x_label="bandwidth (Mbit/s)",
-                y_label="transfer size X (KB)",
-                x_scale=1e6,
-                y_scale=1e3,
-            ),  # fmt: skip
-            ChartSpec(
-                key="fig46_rate",
-                title="Fig. 4.6 (c): transfer rate X/T vs bandwidth",
-                x="rate",
-                y="rate_bps",
-                series="protocol",
-                log_x=True,
-                x_label="bandwidth (Mbit/s)",
-                y_label="X/T (Mbit/s)",
-                x_scale=1e6,
-                y_scale=1e6,
-            ),  # fmt: skip
-            _t_vs(
-                "delay",
-                "fig47_T",
-                "Fig. 4.7: response time T vs one-way delay",
-                "one-way delay (ms)",
-                x_scale=1e-3,
-            ),  # fmt: skip
-            _t_vs("loss", "fig48_T", "Fig. 4.8: response time T vs packet loss", "loss (%)", log_x=True),
-        ),
-        timeout_s=TIMEOUT_S,
-        max_attempts=2,
-        probes=("qoelab.vm.capability:probe", "qoelab.rd.capability:probe"),
-        cleanups=(
-            Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),
-            Cleanup("qoelab.vm.guest:cleanup_leftovers"),
-        ),
-        reports=("qoelab.findings.ch4:REPORT",),
-        presets="qoelab.rd.presets:CHAPTER",
-        estimate=Estimate("qoelab.rd.estimate:estimate", metrics=("T_ms", "n")),
-        cli=("qoelab.rd.analyze_cli:register", "qoelab.rd.bench_cli:register", "qoelab.vm.cli:register"),
-    )
+JOB = JobType(
+    name="rd_qoe",
+    title="Remote-desktop QoE (slow motion)",
+    description="A real VNC, SPICE or X2Go session over the emulated link; a driver clicks through "
+    "workload pages one update at a time and the client-side capture gives per update the response "
+    "time T, the transferred bytes X and X/T (thesis ch. 4), with the screen's own settling time beside.",
+    params=RdQoeParams,
+    requires=COMMON_CAPS,
+    requires_for=requires_for,
+    run=run,  # type: ignore[arg-type]
+    stimuli=True,
+    metrics=(
+        Metric("T_ms", "response time T (mean)", "ms"),
+        Metric("bytes_down", "transfer size X (mean)", "B"),
+        Metric("rate_bps", "transfer rate X/T (mean)", "bit/s"),
+        Metric("pixel_ms", "screen settled after click (mean)", "ms"),
+        Metric("T_ms_median", "response time T (median)", "ms"),
+        Metric("bytes_down_median", "transfer size X (median)", "B"),
+        Metric("rate_bps_median", "transfer rate X/T (median)", "bit/s"),
+        Metric("bytes_up", "client→server bytes (mean)", "B"),
+        Metric("n", "updates", ""),
+        Metric("n_timed_out", "updates timed out", ""),
+        Metric("n_disagree", "updates where pixel and packet time disagree", ""),
+        Metric("setup_s", "trial setup: desktop, server and client", "s"),
+        Metric("run_s", "the clicks, with Q and P", "s"),
+        Metric("teardown_s", "trial teardown: session", "s"),
+        Metric("link_s", "link set-up", "s"),
+        Metric("verify_s", "link verification", "s"),
+        Metric("analysis_s", "packet analysis", "s"),
+        Metric("link_teardown_s", "link teardown", "s"),
+        Metric("link_tcp_down_bps", "link: TCP goodput down", "bit/s"),
+        Metric("link_rtt_ms", "link: RTT idle", "ms"),
+        Metric("echo_ms", "typing: keystroke echo time (mean)", "ms"),
+        Metric("echo_ms_median", "typing: keystroke echo time (median)", "ms"),
+        Metric("tc_alpha", "paper 002: P(interactive → bulk), α", ""),
+        Metric("tc_beta", "paper 002: P(bulk → interactive), β", ""),
+        Metric("tc_c_B", "paper 002: segments per bulk flow, c_B", ""),
+        Metric("tc_p_I", "paper 002: share of interactive flows, p_I", ""),
+    ),
+    charts=(
+        _t_vs(
+            "rate",
+            "fig46_T",
+            "Fig. 4.6 (a): response time T vs bandwidth",
+            "bandwidth (Mbit/s)",
+            x_scale=1e6,
+            log_x=True,
+        ),  # fmt: skip
+        ChartSpec(
+            key="fig46_X",
+            title="Fig. 4.6 (b): transfer size X vs bandwidth",
+            x="rate",
+            y="bytes_down",
+            series="protocol",
+            log_x=True,
+            x_label="bandwidth (Mbit/s)",
+            y_label="transfer size X (KB)",
+            x_scale=1e6,
+            y_scale=1e3,
+        ),  # fmt: skip
+        ChartSpec(
+            key="fig46_rate",
+            title="Fig. 4.6 (c): transfer rate X/T vs bandwidth",
+            x="rate",
+            y="rate_bps",
+            series="protocol",
+            log_x=True,
+            x_label="bandwidth (Mbit/s)",
+            y_label="X/T (Mbit/s)",
+            x_scale=1e6,
+            y_scale=1e6,
+        ),  # fmt: skip
+        _t_vs(
+            "delay",
+            "fig47_T",
+            "Fig. 4.7: response time T vs one-way delay",
+            "one-way delay (ms)",
+            x_scale=1e-3,
+        ),  # fmt: skip
+        _t_vs("loss", "fig48_T", "Fig. 4.8: response time T vs packet loss", "loss (%)", log_x=True),
+    ),
+    timeout_s=TIMEOUT_S,
+    max_attempts=2,
+    probes=("qoelab.vm.capability:probe", "qoelab.rd.capability:probe"),
+    cleanups=(
+        Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),
+        Cleanup("qoelab.vm.guest:cleanup_leftovers"),
+    ),
+    reports=("qoelab.findings.ch4:REPORT",),
+    presets="qoelab.rd.presets:CHAPTER",
+    estimate=Estimate("qoelab.rd.estimate:estimate", metrics=("T_ms", "n")),
+    cli=("qoelab.rd.analyze_cli:register", "qoelab.rd.bench_cli:register", "qoelab.vm.cli:register"),
 )

@@ -28,7 +28,6 @@ from qoelab.emulation.profile import (
 )
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
-from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 
 N_MAX_LIMIT = 128  # the paper's maximum number of sessions
@@ -228,83 +227,79 @@ def _vs_delay(key: str, title: str, y: str, y_label: str, y_scale: float = 1.0) 
                      y_label=y_label, x_scale=1e-3, y_scale=y_scale, facet="transport")  # fmt: skip
 
 
-JOB = register(
-    JobType(
-        name="storage_apt",
-        title="Storage APT",
-        description="Sequential reads from an IP-SAN target (NBD or iSCSI) over N parallel sessions across "
-        "the emulated link: one session, a fixed N, or N tuned by APT (bracket + golden-section search).",
-        params=StorageAptParams,
-        requires=frozenset(),
-        requires_for=requires_for,  # type: ignore[arg-type]
-        inapplicable=inapplicable,  # type: ignore[arg-type]
-        run=run,  # type: ignore[arg-type]
-        metrics=(
-            Metric("goodput_steady_bps", "steady-state goodput", "bit/s"),
-            Metric("utilization", "goodput / link rate", ""),
-            Metric("n_star", "APT's N*", "sessions"),
-            Metric("steps", "steps to converge", ""),
-            Metric("converge_s", "time to converge", "s"),
-            Metric("n_steady", "active sessions in the steady window", "sessions"),
-            Metric("saturated", "APT reached n_max", ""),
-            Metric("cpu_load_client", "CPU load, client (cores)", ""),
-            Metric("cpu_load_storage", "CPU load, storage (cores)", ""),
-            Metric("cpu_ticks_per_bit_client", "CPU ticks per bit, client", "ticks/bit"),
-            Metric("cpu_ticks_per_bit_storage", "CPU ticks per bit, storage", "ticks/bit"),
+JOB = JobType(
+    name="storage_apt",
+    title="Storage APT",
+    description="Sequential reads from an IP-SAN target (NBD or iSCSI) over N parallel sessions across "
+    "the emulated link: one session, a fixed N, or N tuned by APT (bracket + golden-section search).",
+    params=StorageAptParams,
+    requires=frozenset(),
+    requires_for=requires_for,  # type: ignore[arg-type]
+    inapplicable=inapplicable,  # type: ignore[arg-type]
+    run=run,  # type: ignore[arg-type]
+    metrics=(
+        Metric("goodput_steady_bps", "steady-state goodput", "bit/s"),
+        Metric("utilization", "goodput / link rate", ""),
+        Metric("n_star", "APT's N*", "sessions"),
+        Metric("steps", "steps to converge", ""),
+        Metric("converge_s", "time to converge", "s"),
+        Metric("n_steady", "active sessions in the steady window", "sessions"),
+        Metric("saturated", "APT reached n_max", ""),
+        Metric("cpu_load_client", "CPU load, client (cores)", ""),
+        Metric("cpu_load_storage", "CPU load, storage (cores)", ""),
+        Metric("cpu_ticks_per_bit_client", "CPU ticks per bit, client", "ticks/bit"),
+        Metric("cpu_ticks_per_bit_storage", "CPU ticks per bit, storage", "ticks/bit"),
+    ),
+    charts=(
+        ChartSpec(
+            key="fig28",
+            title="Fig. 2.8: goodput over time",
+            x="t",
+            y="goodput_bps",
+            series="mode",
+            source="series",
+            x_label="time (s)",
+            y_label="goodput (Mbit/s)",
+            y_scale=1e6,
         ),
-        charts=(
-            ChartSpec(
-                key="fig28",
-                title="Fig. 2.8: goodput over time",
-                x="t",
-                y="goodput_bps",
-                series="mode",
-                source="series",
-                x_label="time (s)",
-                y_label="goodput (Mbit/s)",
-                y_scale=1e6,
-            ),
-            ChartSpec(
-                key="fig29",
-                title="Fig. 2.9: active sessions over time",
-                x="t",
-                y="active_n",
-                series="mode",
-                source="series",
-                x_label="time (s)",
-                y_label="active sessions N",
-            ),
-            ChartSpec(
-                key="fig210",
-                title="Fig. 2.10: goodput vs bandwidth",
-                x="rate",
-                y="goodput_steady_bps",
-                series="mode",
-                log_x=True,
-                x_label="bandwidth (Mbit/s)",
-                y_label="goodput (Mbit/s)",
-                x_scale=1e6,
-                y_scale=1e6,
-                facet="transport",
-            ),  # fmt: skip
-            _vs_delay("fig211", "Fig. 2.11: goodput vs delay", "goodput_steady_bps", "goodput (Mbit/s)", 1e6),
-            _vs_delay(
-                "fig212", "Figs. 2.12/2.13: CPU load vs delay (client)", "cpu_load_client", "cores busy"
-            ),
-            _vs_delay(
-                "fig214",
-                "Figs. 2.14/2.15: CPU ticks per bit vs delay (client)",
-                "cpu_ticks_per_bit_client",
-                "ticks per bit",
-            ),  # fmt: skip
+        ChartSpec(
+            key="fig29",
+            title="Fig. 2.9: active sessions over time",
+            x="t",
+            y="active_n",
+            series="mode",
+            source="series",
+            x_label="time (s)",
+            y_label="active sessions N",
         ),
-        timeout_s=TIMEOUT_S,
-        max_attempts=1,
-        probes=("qoelab.apt.capability:probe",),
-        cleanups=(Cleanup("qoelab.apt.targets:cleanup_leftovers", after_link=True),),
-        reports=("qoelab.findings.ch2:REPORT",),
-        presets="qoelab.apt.presets:CHAPTER",
-        estimate=Estimate("qoelab.apt.estimate:estimate", metrics=("steps",)),
-        cli=("qoelab.apt.cli:register",),
-    )
+        ChartSpec(
+            key="fig210",
+            title="Fig. 2.10: goodput vs bandwidth",
+            x="rate",
+            y="goodput_steady_bps",
+            series="mode",
+            log_x=True,
+            x_label="bandwidth (Mbit/s)",
+            y_label="goodput (Mbit/s)",
+            x_scale=1e6,
+            y_scale=1e6,
+            facet="transport",
+        ),  # fmt: skip
+        _vs_delay("fig211", "Fig. 2.11: goodput vs delay", "goodput_steady_bps", "goodput (Mbit/s)", 1e6),
+        _vs_delay("fig212", "Figs. 2.12/2.13: CPU load vs delay (client)", "cpu_load_client", "cores busy"),
+        _vs_delay(
+            "fig214",
+            "Figs. 2.14/2.15: CPU ticks per bit vs delay (client)",
+            "cpu_ticks_per_bit_client",
+            "ticks per bit",
+        ),  # fmt: skip
+    ),
+    timeout_s=TIMEOUT_S,
+    max_attempts=1,
+    probes=("qoelab.apt.capability:probe",),
+    cleanups=(Cleanup("qoelab.apt.targets:cleanup_leftovers", after_link=True),),
+    reports=("qoelab.findings.ch2:REPORT",),
+    presets="qoelab.apt.presets:CHAPTER",
+    estimate=Estimate("qoelab.apt.estimate:estimate", metrics=("steps",)),
+    cli=("qoelab.apt.cli:register",),
 )

@@ -22,7 +22,6 @@ from qoelab.emulation.profile import DELAY_MAX_S, JITTER_MAX_S, RATE_MAX_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
-from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, TableSpec, TrialContext, TrialResult
 from qoelab.storage import thesis_tables as tt
 from qoelab.storage.iobench import META_KINDS
@@ -416,105 +415,103 @@ CHARTS = (
         "rtt", "iops", y_label="IOPS", log_y=True, facet="family", **RTT_MS),
 )  # fmt: skip
 
-JOB = register(
-    JobType(
-        name="storage_bench",
-        title="Storage benchmark (NFS, iSCSI, Swift)",
-        description="What applications see of NFS, iSCSI and Swift behind an emulated WAN (thesis 001): "
-        "metadata operations, whole-file reads and writes by a pool of threads, PostMark and FileBench's "
-        "personalities, with a kernel client in the QEMU guest and the target in the server namespace.",
-        params=StorageBenchParams,
-        requires=frozenset(),
-        requires_for=requires_for,  # type: ignore[arg-type]
-        inapplicable=inapplicable,  # type: ignore[arg-type]
-        run=run,  # type: ignore[arg-type]
-        metrics=(
-            *(Metric(f"{k}_ms_per_op", f"{k}: time per operation", "ms", META) for k in META_KINDS),
-            *(Metric(f"{k}_s", f"{k}: completion time", "s", META) for k in META_KINDS),
-            *(Metric(f"{k}_packets", f"{k}: packets on the link", "", META) for k in META_KINDS),
-            *(Metric(f"{k}_bytes", f"{k}: bytes on the link", "B", META) for k in META_KINDS),
-            *(Metric(f"{k}_requests", f"{k}: protocol requests captured", "", META) for k in META_KINDS),
-            *(Metric(f"{k}_failed", f"{k}: failed operations", "", META) for k in META_KINDS),
-            Metric("meta_n", "metadata: operations per kind", "", META),
-            Metric("mib_s", "application throughput", "MiB/s", ROUND),
-            Metric("bytes", "bytes the application moved", "B", ROUND),
-            Metric("serviced", "whole-file operations serviced", "", ROUND),
-            Metric("seconds", "the round's time inside the tool", "s", ROUND),
-            Metric("link_bytes", "bytes on the link in both directions during the round", "B", ROUND),
-            Metric("link_packets", "packets on the link in both directions during the round", "", ROUND),
-            Metric("link_bytes_clean", "bytes on the link in the cache-clean sync after it", "B", ROUND),
-            Metric("link_packets_clean", "packets on the link in the cache-clean sync after it", "", ROUND),
-            Metric("amplification", "link bytes (single: + cache-clean sync) / application bytes", "", ROUND),
-            Metric("failed", "failed operations", "", ROUND),
-            Metric("time_limit_hit", "round stopped by the time limit", "", ROUND),
-            Metric("ceiling_mib_s", "the guest's throughput with no emulator in the way", "MiB/s", ROUND),
-            Metric("guest_bound", "within 80 % of the guest's ceiling", "", ROUND),
-            Metric("remounted", "single on iSCSI: LUN remounted before the round (metadata cold)", "", ROUND),
-            Metric("cpu_client", "client (guest) CPU busy", "", CPU),
-            Metric("cpu_server", "server CPU", "s", CPU),
-            Metric("postmark_s", "PostMark completion time", "s", MACRO),
-            Metric("postmark_tps", "PostMark transactions per second", "1/s", MACRO),
-            Metric("iops", "FileBench personality IOPS", "1/s", MACRO),
-        ),
-        charts=CHARTS,
-        tables=tuple(
-            TableSpec(
-                key=key,
-                title=title,
-                y=y,
-                where={"family": family},
-                reference=tt.reference(ref),
-                row_label=tt.network_label,
-                column_label=tt.system_label,
-                rows=tt.NETWORKS,
-                columns=tt.SYSTEMS,
-                reference_title=source,
-            )
-            for key, title, family, y, ref, source in (
-                (
-                    "table61",
-                    "Table 6.1: PostMark completion time (s)",
-                    "postmark",
-                    "postmark_s",
-                    "postmark_s",
-                    POSTMARK_SOURCE,
-                ),
-                (
-                    "table61tps",
-                    "Table 6.1: PostMark transactions per second",
-                    "postmark",
-                    "postmark_tps",
-                    "postmark_tps",
-                    POSTMARK_SOURCE,
-                ),
-                (
-                    "table62",
-                    "Table 6.2: FileBench varmail (IOPS)",
-                    "varmail",
-                    "iops",
-                    "varmail",
-                    FILEBENCH_SOURCE,
-                ),
-                (
-                    "table63",
-                    "Table 6.3: FileBench fileserver (IOPS)",
-                    "fileserver",
-                    "iops",
-                    "fileserver",
-                    FILEBENCH_SOURCE,
-                ),
-            )
-        ),  # fmt: skip
-        timeout_s=TIMEOUT_S,
-        max_attempts=1,
-        probes=("qoelab.vm.capability:probe", "qoelab.storage.capability:probe"),
-        cleanups=(
-            Cleanup("qoelab.vm.guest:cleanup_leftovers"),
-            Cleanup("qoelab.storage.targets:cleanup_leftovers", after_link=True),
-        ),
-        reports=("qoelab.findings.sb001:REPORT",),
-        presets="qoelab.storage.presets:CHAPTER",
-        estimate=Estimate("qoelab.storage.estimate:estimate"),
-        cli=("qoelab.storage.cli:register", "qoelab.vm.cli:register"),
-    )
+JOB = JobType(
+    name="storage_bench",
+    title="Storage benchmark (NFS, iSCSI, Swift)",
+    description="What applications see of NFS, iSCSI and Swift behind an emulated WAN (thesis 001): "
+    "metadata operations, whole-file reads and writes by a pool of threads, PostMark and FileBench's "
+    "personalities, with a kernel client in the QEMU guest and the target in the server namespace.",
+    params=StorageBenchParams,
+    requires=frozenset(),
+    requires_for=requires_for,  # type: ignore[arg-type]
+    inapplicable=inapplicable,  # type: ignore[arg-type]
+    run=run,  # type: ignore[arg-type]
+    metrics=(
+        *(Metric(f"{k}_ms_per_op", f"{k}: time per operation", "ms", META) for k in META_KINDS),
+        *(Metric(f"{k}_s", f"{k}: completion time", "s", META) for k in META_KINDS),
+        *(Metric(f"{k}_packets", f"{k}: packets on the link", "", META) for k in META_KINDS),
+        *(Metric(f"{k}_bytes", f"{k}: bytes on the link", "B", META) for k in META_KINDS),
+        *(Metric(f"{k}_requests", f"{k}: protocol requests captured", "", META) for k in META_KINDS),
+        *(Metric(f"{k}_failed", f"{k}: failed operations", "", META) for k in META_KINDS),
+        Metric("meta_n", "metadata: operations per kind", "", META),
+        Metric("mib_s", "application throughput", "MiB/s", ROUND),
+        Metric("bytes", "bytes the application moved", "B", ROUND),
+        Metric("serviced", "whole-file operations serviced", "", ROUND),
+        Metric("seconds", "the round's time inside the tool", "s", ROUND),
+        Metric("link_bytes", "bytes on the link in both directions during the round", "B", ROUND),
+        Metric("link_packets", "packets on the link in both directions during the round", "", ROUND),
+        Metric("link_bytes_clean", "bytes on the link in the cache-clean sync after it", "B", ROUND),
+        Metric("link_packets_clean", "packets on the link in the cache-clean sync after it", "", ROUND),
+        Metric("amplification", "link bytes (single: + cache-clean sync) / application bytes", "", ROUND),
+        Metric("failed", "failed operations", "", ROUND),
+        Metric("time_limit_hit", "round stopped by the time limit", "", ROUND),
+        Metric("ceiling_mib_s", "the guest's throughput with no emulator in the way", "MiB/s", ROUND),
+        Metric("guest_bound", "within 80 % of the guest's ceiling", "", ROUND),
+        Metric("remounted", "single on iSCSI: LUN remounted before the round (metadata cold)", "", ROUND),
+        Metric("cpu_client", "client (guest) CPU busy", "", CPU),
+        Metric("cpu_server", "server CPU", "s", CPU),
+        Metric("postmark_s", "PostMark completion time", "s", MACRO),
+        Metric("postmark_tps", "PostMark transactions per second", "1/s", MACRO),
+        Metric("iops", "FileBench personality IOPS", "1/s", MACRO),
+    ),
+    charts=CHARTS,
+    tables=tuple(
+        TableSpec(
+            key=key,
+            title=title,
+            y=y,
+            where={"family": family},
+            reference=tt.reference(ref),
+            row_label=tt.network_label,
+            column_label=tt.system_label,
+            rows=tt.NETWORKS,
+            columns=tt.SYSTEMS,
+            reference_title=source,
+        )
+        for key, title, family, y, ref, source in (
+            (
+                "table61",
+                "Table 6.1: PostMark completion time (s)",
+                "postmark",
+                "postmark_s",
+                "postmark_s",
+                POSTMARK_SOURCE,
+            ),
+            (
+                "table61tps",
+                "Table 6.1: PostMark transactions per second",
+                "postmark",
+                "postmark_tps",
+                "postmark_tps",
+                POSTMARK_SOURCE,
+            ),
+            (
+                "table62",
+                "Table 6.2: FileBench varmail (IOPS)",
+                "varmail",
+                "iops",
+                "varmail",
+                FILEBENCH_SOURCE,
+            ),
+            (
+                "table63",
+                "Table 6.3: FileBench fileserver (IOPS)",
+                "fileserver",
+                "iops",
+                "fileserver",
+                FILEBENCH_SOURCE,
+            ),
+        )
+    ),  # fmt: skip
+    timeout_s=TIMEOUT_S,
+    max_attempts=1,
+    probes=("qoelab.vm.capability:probe", "qoelab.storage.capability:probe"),
+    cleanups=(
+        Cleanup("qoelab.vm.guest:cleanup_leftovers"),
+        Cleanup("qoelab.storage.targets:cleanup_leftovers", after_link=True),
+    ),
+    reports=("qoelab.findings.sb001:REPORT",),
+    presets="qoelab.storage.presets:CHAPTER",
+    estimate=Estimate("qoelab.storage.estimate:estimate"),
+    cli=("qoelab.storage.cli:register", "qoelab.vm.cli:register"),
 )

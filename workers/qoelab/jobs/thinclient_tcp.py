@@ -22,7 +22,6 @@ from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
-from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.thinclient.model import TwoStateModel
 
@@ -232,103 +231,113 @@ def _fig14(key: str, y: str, name: str) -> ChartSpec:
                      x_scale=1e-3)  # fmt: skip
 
 
-JOB = register(
-    JobType(
-        name="thinclient_tcp",
-        title="Thin-client TCP (paper 002)",
-        description="N server/client pairs replay two-state thin-client traffic (interactive keystrokes, "
-        "bulk screen updates) through one 10 Mbit/s bottleneck; each interactive write's one-way delay "
-        "is split into server buffering, retransmission, router queueing, propagation and client "
-        "head-of-line time, on real Linux TCP with the paper's settings read back.",
-        params=ThinclientParams,
-        requires=frozenset({"netns", "userspace_link", "thinclient"}),
-        inapplicable=inapplicable,  # type: ignore[arg-type]
-        capture_params=("trace",),
-        run=run,  # type: ignore[arg-type]
-        metrics=(
-            Metric("r_I150", "interactive writes above 150 - t0 ms (r_I150)", ""),
-            Metric("r_I1000", "interactive writes above 1000 - t0 ms (r_I1000)", ""),
-            Metric("T_I150_s", "mean time between r_I150 events, Eq. 4 as printed", "s"),
-            Metric("T_I1000_s", "mean time between r_I1000 events, Eq. 4 as printed", "s"),
-            Metric("T_I150_rederived_s", "T_I150 by Eq. 4 re-derived (no 1/c_B on bulk terms)", "s"),
-            Metric("T_I1000_rederived_s", "T_I1000 by Eq. 4 re-derived", "s"),
-            Metric("p50_I_ms", "interactive one-way delay, median", "ms"),
-            Metric("p99_I_ms", "interactive one-way delay, 99th percentile", "ms"),
-            Metric("max_I_ms", "interactive one-way delay, largest", "ms"),
-            Metric("p99_B_ms", "bulk one-way delay, 99th percentile", "ms"),
-            Metric("rto_per_conn_300s", "RTOs per connection per 300 s (TcpExtTCPTimeouts)", ""),
-            Metric("spurious_rto_per_conn_300s", "spurious RTOs per connection per 300 s (F-RTO)", ""),
-            Metric("utilisation", "bottleneck utilisation (IP bytes)", ""),
-            Metric("utilisation_interactive", "bottleneck utilisation by interactive payload", ""),
-            Metric("router_drops", "packets dropped at the router (tail drop and push-out)", ""),
-            Metric("max_queue_bytes", "largest router queue", "B"),
-            Metric("share_server_I1000", "server buffering's share of the >980 ms tail", ""),
-            Metric("share_router_I150", "router queueing's share of the >130 ms tail", ""),
-            Metric("schedule_lag_p99_ms", "sender behind its schedule, 99th percentile", "ms"),
+def record_params(record: dict[str, Any]) -> dict[str, Any]:
+    """The resolved ``thinclient_tcp`` parameters of one saved benchmark run (a line of
+    ``benchmarks/thinclient/results/*.jsonl``: experiment, buffer, extra, seed, pairs, duration_s)."""
+    from qoelab.params import validate_params
+    from qoelab.thinclient.experiments import preset
+
+    raw = {**preset(record["experiment"], record["buffer"]), **record["extra"],
+           "experiment": record["experiment"], "seed": record["seed"], "pairs": record["pairs"],
+           "duration": f"{record['duration_s']}s"}  # fmt: skip
+    return validate_params(ThinclientParams, raw).model_dump(mode="json")
+
+
+JOB = JobType(
+    name="thinclient_tcp",
+    title="Thin-client TCP (paper 002)",
+    description="N server/client pairs replay two-state thin-client traffic (interactive keystrokes, "
+    "bulk screen updates) through one 10 Mbit/s bottleneck; each interactive write's one-way delay "
+    "is split into server buffering, retransmission, router queueing, propagation and client "
+    "head-of-line time, on real Linux TCP with the paper's settings read back.",
+    params=ThinclientParams,
+    requires=frozenset({"netns", "userspace_link", "thinclient"}),
+    inapplicable=inapplicable,  # type: ignore[arg-type]
+    capture_params=("trace",),
+    run=run,  # type: ignore[arg-type]
+    metrics=(
+        Metric("r_I150", "interactive writes above 150 - t0 ms (r_I150)", ""),
+        Metric("r_I1000", "interactive writes above 1000 - t0 ms (r_I1000)", ""),
+        Metric("T_I150_s", "mean time between r_I150 events, Eq. 4 as printed", "s"),
+        Metric("T_I1000_s", "mean time between r_I1000 events, Eq. 4 as printed", "s"),
+        Metric("T_I150_rederived_s", "T_I150 by Eq. 4 re-derived (no 1/c_B on bulk terms)", "s"),
+        Metric("T_I1000_rederived_s", "T_I1000 by Eq. 4 re-derived", "s"),
+        Metric("p50_I_ms", "interactive one-way delay, median", "ms"),
+        Metric("p99_I_ms", "interactive one-way delay, 99th percentile", "ms"),
+        Metric("max_I_ms", "interactive one-way delay, largest", "ms"),
+        Metric("p99_B_ms", "bulk one-way delay, 99th percentile", "ms"),
+        Metric("rto_per_conn_300s", "RTOs per connection per 300 s (TcpExtTCPTimeouts)", ""),
+        Metric("spurious_rto_per_conn_300s", "spurious RTOs per connection per 300 s (F-RTO)", ""),
+        Metric("utilisation", "bottleneck utilisation (IP bytes)", ""),
+        Metric("utilisation_interactive", "bottleneck utilisation by interactive payload", ""),
+        Metric("router_drops", "packets dropped at the router (tail drop and push-out)", ""),
+        Metric("max_queue_bytes", "largest router queue", "B"),
+        Metric("share_server_I1000", "server buffering's share of the >980 ms tail", ""),
+        Metric("share_router_I150", "router queueing's share of the >130 ms tail", ""),
+        Metric("schedule_lag_p99_ms", "sender behind its schedule, 99th percentile", "ms"),
+    ),
+    charts=(
+        ChartSpec(
+            key="fig6",
+            title="Fig. 6: one-way delay CCDF by kind and component",
+            x="x_ms",
+            y="ccdf",
+            series="curve",
+            source="curve",
+            log_x=True,
+            log_y=True,
+            x_label="delay (ms)",
+            y_label="share of writes above",
         ),
-        charts=(
-            ChartSpec(
-                key="fig6",
-                title="Fig. 6: one-way delay CCDF by kind and component",
-                x="x_ms",
-                y="ccdf",
-                series="curve",
-                source="curve",
-                log_x=True,
-                log_y=True,
-                x_label="delay (ms)",
-                y_label="share of writes above",
-            ),
-            ChartSpec(
-                key="ri150",
-                title="r_I150 per configuration (paper: 3.6e-2 no modification, large)",
-                x="queue",
-                y="r_I150",
-                series="tcp_sack",
-                log_y=True,
-                facet="limit",
-                x_label="router queue",
-                y_label="r_I150",
-            ),
-            ChartSpec(
-                key="ri1000",
-                title="r_I1000 per configuration",
-                x="queue",
-                y="r_I1000",
-                series="tcp_sack",
-                log_y=True,
-                facet="limit",
-                x_label="router queue",
-                y_label="r_I1000",
-            ),
-            _fig14("fig14_150", "T_I150_s", "T_I150"),
-            _fig14("fig14_1000", "T_I1000_s", "T_I1000"),
-            ChartSpec(
-                key="fig8",
-                title="Fig. 8: router queue over time",
-                x="t",
-                y="queue_bytes",
-                source="series",
-                x_label="time (s)",
-                y_label="queue (KB)",
-                y_scale=1e3,
-            ),
-            ChartSpec(
-                key="fig4",
-                title="Fig. 4: gaps between a connection's writes",
-                x="log10_gap",
-                y="count",
-                source="curve",
-                x_label="log10 gap (s)",
-                y_label="writes",
-            ),
-        ),  # fmt: skip
-        timeout_s=1500,
-        max_attempts=1,
-        probes=("qoelab.thinclient.capability:probe",),
-        reports=("qoelab.findings.tc002:REPORT",),
-        presets="qoelab.thinclient.presets:CHAPTER",
-        estimate=Estimate("qoelab.estimate:for_duration"),
-        cli=("qoelab.thinclient.cli:register",),
-    )
+        ChartSpec(
+            key="ri150",
+            title="r_I150 per configuration (paper: 3.6e-2 no modification, large)",
+            x="queue",
+            y="r_I150",
+            series="tcp_sack",
+            log_y=True,
+            facet="limit",
+            x_label="router queue",
+            y_label="r_I150",
+        ),
+        ChartSpec(
+            key="ri1000",
+            title="r_I1000 per configuration",
+            x="queue",
+            y="r_I1000",
+            series="tcp_sack",
+            log_y=True,
+            facet="limit",
+            x_label="router queue",
+            y_label="r_I1000",
+        ),
+        _fig14("fig14_150", "T_I150_s", "T_I150"),
+        _fig14("fig14_1000", "T_I1000_s", "T_I1000"),
+        ChartSpec(
+            key="fig8",
+            title="Fig. 8: router queue over time",
+            x="t",
+            y="queue_bytes",
+            source="series",
+            x_label="time (s)",
+            y_label="queue (KB)",
+            y_scale=1e3,
+        ),
+        ChartSpec(
+            key="fig4",
+            title="Fig. 4: gaps between a connection's writes",
+            x="log10_gap",
+            y="count",
+            source="curve",
+            x_label="log10 gap (s)",
+            y_label="writes",
+        ),
+    ),  # fmt: skip
+    timeout_s=1500,
+    max_attempts=1,
+    probes=("qoelab.thinclient.capability:probe",),
+    reports=("qoelab.findings.tc002:REPORT",),
+    presets="qoelab.thinclient.presets:CHAPTER",
+    estimate=Estimate("qoelab.estimate:for_duration"),
+    cli=("qoelab.thinclient.cli:register",),
 )

@@ -20,7 +20,6 @@ from qoelab import params as p
 from qoelab.emulation.profile import RATE_MAX_BPS, RATE_MIN_BPS, LinkParams
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
-from qoelab.jobs import register
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.units import require_ascii
 
@@ -187,87 +186,83 @@ def _vs_quota(key: str, title: str, y: str, y_label: str, y_scale: float = 1.0) 
                      y_label=y_label, y_scale=y_scale)  # fmt: skip
 
 
-JOB = register(
-    JobType(
-        name="vose",
-        title="Offload emulation (VOSE)",
-        description="A TCP stream of fixed-size records between two pinned cores; the checksum or IPsec "
-        "work per record is done in software, by AES-NI/SHA-NI, or skipped and replaced by a busy-wait "
-        "of T = T_software / speedup (VOSE).",
-        params=VoseParams,
-        requires=frozenset({"netns", "vose"}),
-        requires_for=requires_for,  # type: ignore[arg-type]
-        inapplicable=inapplicable,  # type: ignore[arg-type]
-        run=run,  # type: ignore[arg-type]
-        metrics=(
-            Metric("throughput_bps", "throughput (receiver goodput)", "bit/s"),
-            Metric("cpu_sender", "sender core busy (/proc/stat)", ""),
-            Metric("cpu_receiver", "receiver core busy (/proc/stat)", ""),
-            Metric("busy_fraction", "sender's time in emulated-device waits", ""),
-            Metric("busy_fraction_receiver", "receiver's time in emulated-device waits", ""),
-            Metric("T_S_ns", "emulated device time per record, sender", "ns"),
-            Metric("T_R_ns", "emulated device time per record, receiver", "ns"),
-            Metric("T_S_software_ns", "software time of the device's work, sender", "ns"),
-            Metric("T_R_software_ns", "software time of the device's work, receiver", "ns"),
-            Metric("thread_cpu_sender", "sender thread CPU (user + sys) per second", ""),
-            Metric("thread_cpu_receiver", "receiver thread CPU (user + sys) per second", ""),
-            Metric("records", "records received and verified", ""),
-            Metric("work_ns_sender", "record work timed in the stream, sender (median)", "ns"),
-            Metric("work_ns_receiver", "record work timed in the stream, receiver (median)", "ns"),
+JOB = JobType(
+    name="vose",
+    title="Offload emulation (VOSE)",
+    description="A TCP stream of fixed-size records between two pinned cores; the checksum or IPsec "
+    "work per record is done in software, by AES-NI/SHA-NI, or skipped and replaced by a busy-wait "
+    "of T = T_software / speedup (VOSE).",
+    params=VoseParams,
+    requires=frozenset({"netns", "vose"}),
+    requires_for=requires_for,  # type: ignore[arg-type]
+    inapplicable=inapplicable,  # type: ignore[arg-type]
+    run=run,  # type: ignore[arg-type]
+    metrics=(
+        Metric("throughput_bps", "throughput (receiver goodput)", "bit/s"),
+        Metric("cpu_sender", "sender core busy (/proc/stat)", ""),
+        Metric("cpu_receiver", "receiver core busy (/proc/stat)", ""),
+        Metric("busy_fraction", "sender's time in emulated-device waits", ""),
+        Metric("busy_fraction_receiver", "receiver's time in emulated-device waits", ""),
+        Metric("T_S_ns", "emulated device time per record, sender", "ns"),
+        Metric("T_R_ns", "emulated device time per record, receiver", "ns"),
+        Metric("T_S_software_ns", "software time of the device's work, sender", "ns"),
+        Metric("T_R_software_ns", "software time of the device's work, receiver", "ns"),
+        Metric("thread_cpu_sender", "sender thread CPU (user + sys) per second", ""),
+        Metric("thread_cpu_receiver", "receiver thread CPU (user + sys) per second", ""),
+        Metric("records", "records received and verified", ""),
+        Metric("work_ns_sender", "record work timed in the stream, sender (median)", "ns"),
+        Metric("work_ns_receiver", "record work timed in the stream, receiver (median)", "ns"),
+    ),
+    charts=(
+        _vs_quota(
+            "fig35",
+            "Figs. 3.5/3.6: throughput vs CPU quota",
+            "throughput_bps",
+            "throughput (Gbit/s)",
+            1e9,
         ),
-        charts=(
-            _vs_quota(
-                "fig35",
-                "Figs. 3.5/3.6: throughput vs CPU quota",
-                "throughput_bps",
-                "throughput (Gbit/s)",
-                1e9,
-            ),
-            _vs_quota("fig37", "Figs. 3.7/3.8: sender CPU vs CPU quota", "cpu_sender", "sender core busy"),
-            _vs_quota(
-                "fig39", "Figs. 3.9/3.10: receiver CPU vs CPU quota", "cpu_receiver", "receiver core busy"
-            ),
-            ChartSpec(
-                key="fig311",
-                title="Fig. 3.11: throughput vs speedup (dashed: software, hardware)",
-                x="speedup",
-                y="throughput_bps",
-                series="mode",
-                log_x=True,
-                x_label="speedup factor",
-                y_label="throughput (Gbit/s)",
-                y_scale=1e9,
-            ),
-            ChartSpec(
-                key="fig312",
-                title="Fig. 3.12: throughput vs speedup per IPsec device",
-                x="speedup",
-                y="throughput_bps",
-                series="device",
-                log_x=True,
-                x_label="speedup factor",
-                y_label="throughput (Gbit/s)",
-                y_scale=1e9,
-            ),
-            ChartSpec(
-                key="goodput_t",
-                title="Goodput over time",
-                x="t",
-                y="goodput_bps",
-                series="mode",
-                source="series",
-                x_label="time (s)",
-                y_label="goodput (Gbit/s)",
-                y_scale=1e9,
-            ),
-        ),  # fmt: skip
-        timeout_s=900,
-        max_attempts=1,
-        probes=("qoelab.vose.capability:probe",),
-        cleanups=(Cleanup("qoelab.vose.quota:remove_leftover_quotas", after_link=True),),
-        reports=("qoelab.findings.ch3:REPORT",),
-        presets="qoelab.vose.presets:CHAPTER",
-        estimate=Estimate("qoelab.estimate:for_duration"),
-        cli=("qoelab.vose.cli:register",),
-    )
+        _vs_quota("fig37", "Figs. 3.7/3.8: sender CPU vs CPU quota", "cpu_sender", "sender core busy"),
+        _vs_quota("fig39", "Figs. 3.9/3.10: receiver CPU vs CPU quota", "cpu_receiver", "receiver core busy"),
+        ChartSpec(
+            key="fig311",
+            title="Fig. 3.11: throughput vs speedup (dashed: software, hardware)",
+            x="speedup",
+            y="throughput_bps",
+            series="mode",
+            log_x=True,
+            x_label="speedup factor",
+            y_label="throughput (Gbit/s)",
+            y_scale=1e9,
+        ),
+        ChartSpec(
+            key="fig312",
+            title="Fig. 3.12: throughput vs speedup per IPsec device",
+            x="speedup",
+            y="throughput_bps",
+            series="device",
+            log_x=True,
+            x_label="speedup factor",
+            y_label="throughput (Gbit/s)",
+            y_scale=1e9,
+        ),
+        ChartSpec(
+            key="goodput_t",
+            title="Goodput over time",
+            x="t",
+            y="goodput_bps",
+            series="mode",
+            source="series",
+            x_label="time (s)",
+            y_label="goodput (Gbit/s)",
+            y_scale=1e9,
+        ),
+    ),  # fmt: skip
+    timeout_s=900,
+    max_attempts=1,
+    probes=("qoelab.vose.capability:probe",),
+    cleanups=(Cleanup("qoelab.vose.quota:remove_leftover_quotas", after_link=True),),
+    reports=("qoelab.findings.ch3:REPORT",),
+    presets="qoelab.vose.presets:CHAPTER",
+    estimate=Estimate("qoelab.estimate:for_duration"),
+    cli=("qoelab.vose.cli:register",),
 )

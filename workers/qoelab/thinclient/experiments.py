@@ -158,15 +158,3 @@ def paper_values(key: str, buffer_bytes: int) -> dict[str, float]:
     exp = EXPERIMENTS.get(key.lower())
     size = paper_buffer(buffer_bytes)
     return dict(exp.paper.get(size, {})) if exp and size else {}
-
-
-def record_params(record: dict[str, Any]) -> dict[str, Any]:
-    """The resolved ``thinclient_tcp`` parameters of one saved benchmark run (a line of
-    ``benchmarks/thinclient/results/*.jsonl``: experiment, buffer, extra, seed, pairs, duration_s)."""
-    from qoelab import jobs
-    from qoelab.params import validate_params
-
-    raw = {**preset(record["experiment"], record["buffer"]), **record["extra"],
-           "experiment": record["experiment"], "seed": record["seed"], "pairs": record["pairs"],
-           "duration": f"{record['duration_s']}s"}  # fmt: skip
-    return validate_params(jobs.get("thinclient_tcp").params, raw).model_dump(mode="json")

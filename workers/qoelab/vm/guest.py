@@ -80,6 +80,22 @@ def overlay_dir() -> Path:
     return Path(os.environ.get(ENV_OVERLAY_DIR) or "/var/tmp/qoelab-vm")
 
 
+def snapshot_root() -> Path:
+    """Where saved guest states are kept (``qoelab.vm.snapshot``)."""
+    return overlay_dir() / "snapshots"
+
+
+def cleanup_snapshot_leftovers(prefix: str) -> list[str]:
+    """Half-saved snapshot directories of trials whose prefix starts with ``prefix``."""
+    root = snapshot_root()
+    removed = []
+    if root.is_dir():
+        for d in root.glob(f"{prefix}*.tmp"):
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(f"snapshot tmp {d}")
+    return removed
+
+
 def check_prefix(prefix: str) -> str:
     if not _PREFIX_OK.match(prefix):
         raise ParameterError(
@@ -169,8 +185,6 @@ def find_qemu_processes(prefix: str) -> list[psutil.Process]:
 def cleanup_leftovers(prefix: str) -> list[str]:
     """Kill QEMU processes, remove overlays and half-saved snapshots of trials under ``prefix``."""
     check_prefix(prefix)
-    from qoelab.vm.snapshot import cleanup_snapshot_leftovers
-
     removed = kill_processes(find_qemu_processes(prefix), log)
     for path in overlays_of(prefix):
         with contextlib.suppress(FileNotFoundError):
@@ -465,11 +479,8 @@ def running_guest(
     timeouts = guest_timeouts(chosen)
     if ready_timeout is None:
         ready_timeout = timeouts.boot_ready_s
-    if snapshot is not None:
-        from qoelab.vm.snapshot import usable_for  # snapshot imports this module
-
-        if not usable_for(snapshot, chosen):
-            snapshot = None  # a state saved under another accelerator does not load here
+    if snapshot is not None and not snapshot.usable_for(chosen):
+        snapshot = None  # a state saved under another accelerator does not load here
     workdir.mkdir(parents=True, exist_ok=True)
     proc: subprocess.Popen | None = None
     guest: RunningGuest | None = None
@@ -564,21 +575,3 @@ def running_guest(
             throttle.release(group)
         if guest is not None:
             guest.teardown_s = time.monotonic() - t0
-
-
-def vm_capability() -> dict[str, Any]:
-    """What this host can do in VM mode, for worker capabilities (cheap: no probe boot)."""
-    qemu = shutil.which("qemu-system-x86_64")
-    try:
-        img = load_image()
-        image_ok, image_note = True, str(img.directory)
-    except QoelabError as err:
-        image_ok, image_note = False, str(err)
-    return {
-        "qemu": qemu is not None,
-        "kvm_device": os.path.exists("/dev/kvm"),
-        "tcg_allowed": tcg_allowed(),
-        "image": image_ok,
-        "image_note": image_note,
-        "available": qemu is not None and image_ok and (tcg_allowed() or os.path.exists("/dev/kvm")),
-    }

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import QoelabError
-from qoelab.vm.guest import GuestError, check_prefix, overlay_dir, running_guest
+from qoelab.vm.guest import GuestError, check_prefix, running_guest, snapshot_root
 from qoelab.vm.image import GuestImage
 from qoelab.vm.qemu import GuestSpec, guest_timeouts, qemu_argv, qemu_binary
 
@@ -48,10 +48,6 @@ ReadyFor = Callable[[str], Callable[..., None]]
 
 class SnapshotError(QoelabError):
     """The guest's state could not be saved."""
-
-
-def snapshot_root() -> Path:
-    return overlay_dir() / "snapshots"
 
 
 @functools.cache
@@ -113,19 +109,23 @@ class Snapshot:
     def uptime_at_ready_s(self) -> float | None:
         return self.meta.get("guest_uptime_at_ready_s")
 
+    def usable_for(self, accel: str) -> bool:
+        """Whether it can be restored in a guest run under ``accel`` (the chosen one).
+
+        A state saved under another accelerator does not load: the CPU model differs (``-cpu host``
+        under KVM, ``max`` under TCG), and so does the accelerator's own part of the saved state.
+        Such a snapshot is not used and the guest boots instead.
+        """
+        return self.accel == accel
+
     def provenance(self) -> dict[str, Any]:
         keys = ("key", "kind", "created_at", "boot_to_ready_s", "save_s", "state_bytes", "qemu")
         return {k: self.meta.get(k) for k in keys}
 
 
 def usable_for(snapshot: Snapshot, accel: str) -> bool:
-    """Whether ``snapshot`` can be restored in a guest run under ``accel`` (the chosen one).
-
-    A state saved under another accelerator does not load: the CPU model differs (``-cpu host``
-    under KVM, ``max`` under TCG), and so does the accelerator's own part of the saved state. Such a
-    snapshot is not used and the guest boots instead.
-    """
-    return snapshot.accel == accel
+    """Whether ``snapshot`` can be restored in a guest run under ``accel`` (``Snapshot.usable_for``)."""
+    return snapshot.usable_for(accel)
 
 
 def load_snapshot(key: str) -> Snapshot | None:
@@ -245,17 +245,6 @@ def get_snapshot(
                                  ready_for=ready_for)  # fmt: skip
         except GuestError as err:
             raise SnapshotError(f"cannot make the guest snapshot: {err}") from None
-
-
-def cleanup_snapshot_leftovers(prefix: str) -> list[str]:
-    """Half-saved snapshot directories of trials whose prefix starts with ``prefix``."""
-    root = snapshot_root()
-    removed = []
-    if root.is_dir():
-        for d in root.glob(f"{prefix}*.tmp"):
-            shutil.rmtree(d, ignore_errors=True)
-            removed.append(f"snapshot tmp {d}")
-    return removed
 
 
 def prune_snapshots(keep: int = KEEP) -> list[str]:
