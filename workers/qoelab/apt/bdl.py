@@ -27,13 +27,12 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
+from qoelab import helpers
 from qoelab.emulation.system import marked_env
 from qoelab.errors import ParameterError, QoelabError
 
-ENV_BINARY = "QOELAB_APT_BDL"
-NOT_BUILT = (
-    "the block-device layer helper apt-bdl is not built; run `make deps` (needs libnbd-dev and libiscsi-dev)"
-)
+ENV_BINARY = helpers.APT_BDL.env
+NOT_BUILT = helpers.APT_BDL.not_built
 EXIT_OPEN, EXIT_USAGE, EXIT_LOST = 1, 2, 3  # apt-bdl's exit codes (see the header of bdl.c)
 QUIT_TIMEOUT_S = 10.0  # apt-bdl drains in-flight reads for up to 5 s after "quit"
 _EOF = object()
@@ -83,12 +82,7 @@ def goodput_bps(first: Report, last: Report) -> float:
     return 8 * (last.total - first.total) / (last.t - first.t)
 
 
-def binary_path() -> Path:
-    """Where apt-bdl is: $QOELAB_APT_BDL, else <repo>/workers/build/apt-bdl (built by `make`)."""
-    override = os.environ.get(ENV_BINARY)
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "build" / "apt-bdl"
+binary_path = helpers.APT_BDL.path
 
 
 def _ordinal(n: int) -> str:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
-from qoelab.apt.bdl import NOT_BUILT, binary_path
+from qoelab import helpers
 from qoelab.jobtype import HostProbe
 
 
 def probe(found: HostProbe) -> None:
-    helper = os.access(binary_path(), os.X_OK)
+    helper = helpers.APT_BDL.available()
     for cap, programs, package in (
         ("apt.nbd", ("nbdkit",), "nbdkit"),
         ("apt.iscsi", ("tgtd", "tgtadm"), "tgt"),
@@ -18,4 +16,4 @@ def probe(found: HostProbe) -> None:
         if missing:
             found.set(cap, False, f"{' and '.join(missing)} not installed (Debian package '{package}')")
         else:
-            found.set(cap, helper, NOT_BUILT)
+            found.set(cap, helper, helpers.APT_BDL.not_built)

@@ -26,10 +26,11 @@ import time
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from qoelab import helpers
 from qoelab.errors import ParameterError, PrivilegeError, QoelabError
 
-ENV_BINARY = "QOELAB_LINKEMU"
-NOT_BUILT = "the userspace link emulator is not built; run `make` (needs gcc)"
+ENV_BINARY = helpers.LINKEMU.env
+NOT_BUILT = helpers.LINKEMU.not_built
 NEEDS_NET_ADMIN = "creating TUN devices needs CAP_NET_ADMIN; run the worker as root or with that capability"
 CAP_NET_ADMIN_BIT = 12
 
@@ -60,12 +61,7 @@ class Profile(Protocol):
     seed: int
 
 
-def binary_path() -> Path:
-    """Where linkemu is: $QOELAB_LINKEMU, else <repo>/workers/build/linkemu (built by `make`)."""
-    override = os.environ.get(ENV_BINARY)
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[2] / "build" / "linkemu"
+binary_path = helpers.LINKEMU.path
 
 
 def _has_net_admin() -> bool:

@@ -6,19 +6,17 @@ Without a guest the job type cannot run here; the VM probe (``qoelab.vm.capabili
 
 from __future__ import annotations
 
-import os
-
+from qoelab import helpers
 from qoelab.jobtype import HostProbe
 from qoelab.storage.diskrate import unavailable
-from qoelab.storage.iobench import NOT_BUILT, binary
 from qoelab.vm.image import load_image
 
 
 def _guest_unusable(vm_ok: bool) -> str:
     if not vm_ok:
         return "no QEMU guest can run here (see vm)"
-    if not os.access(binary(), os.X_OK):
-        return NOT_BUILT
+    if not helpers.STORAGE_IOBENCH.available():
+        return helpers.STORAGE_IOBENCH.not_built
     try:
         if not (load_image().directory / "root-key").is_file():
             return "the guest image has no root key: rebuild it with 'make vm-image'"

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from qoelab import helpers
 from qoelab.errors import ParameterError, QoelabError
 
-NOT_BUILT = "storage-iobench is not built (run make deps)"
+NOT_BUILT = helpers.STORAGE_IOBENCH.not_built
 FORMS = ("default", "sync", "direct")  # Table 4.1: no flag, O_SYNC, O_DIRECT
 META_KINDS = ("mkdir", "touch", "ls", "unlink", "rmdir")  # the thesis' order (notes §3.6)
 PERSONALITIES = ("varmail", "fileserver")
@@ -42,10 +43,7 @@ class IobenchError(QoelabError):
     """storage-iobench failed; the message is its own sentence (its stderr line)."""
 
 
-def binary() -> Path:
-    """$QOELAB_STORAGE_IOBENCH, else <repo>/workers/build/storage-iobench (built by ``make deps``)."""
-    override = os.environ.get("QOELAB_STORAGE_IOBENCH")
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "build" / "storage-iobench"
+binary = helpers.STORAGE_IOBENCH.path
 
 
 # ---- what to run ----

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
+from qoelab import helpers
 from qoelab.jobtype import HostProbe
-from qoelab.thinclient.replay import NOT_BUILT, binary
 
 
 def probe(found: HostProbe) -> None:
-    found.set("thinclient", os.access(binary(), os.X_OK), NOT_BUILT)
+    found.set("thinclient", helpers.TC_REPLAY.available(), helpers.TC_REPLAY.not_built)

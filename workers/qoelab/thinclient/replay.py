@@ -28,11 +28,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from qoelab import helpers
 from qoelab.errors import QoelabError
 from qoelab.thinclient import metrics
 from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel, Write, generate
 
-NOT_BUILT = "tc-replay is not built (run make deps)"
+NOT_BUILT = helpers.TC_REPLAY.not_built
 DEFAULT_PORT = 47_100  # the receiver's listening port
 STAGGER_S = 0.25e-3  # the paper's shift of each sender's start (notes §2)
 TOS_INTERACTIVE = 0xB8  # DSCP EF (46) << 2: what a priority queue sorts interactive packets by
@@ -43,10 +44,7 @@ class ReplayError(QoelabError):
     """tc-replay failed; the message is its own sentence."""
 
 
-def binary() -> Path:
-    """$QOELAB_TC_REPLAY, else <repo>/workers/build/tc-replay (built by ``make deps``)."""
-    override = os.environ.get("QOELAB_TC_REPLAY")
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "build" / "tc-replay"
+binary = helpers.TC_REPLAY.path
 
 
 @dataclass(frozen=True)

@@ -3,11 +3,10 @@ instructions a hardware run compares against (AES-NI, SHA-NI) as their own flags
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from qoelab import helpers
 from qoelab.jobtype import HostProbe
-from qoelab.vose.pair import NOT_BUILT, binary_path
 
 
 def cpu_flags() -> set[str]:
@@ -19,9 +18,9 @@ def cpu_flags() -> set[str]:
 
 
 def probe(found: HostProbe) -> None:
-    helper = os.access(binary_path(), os.X_OK)
+    helper = helpers.VOSE_PAIR.available()
     ethtool = not found.missing(("ethtool",))
-    why = NOT_BUILT if not helper else "ethtool is not installed (Debian package 'ethtool')"
+    why = helpers.VOSE_PAIR.not_built if not helper else "ethtool is not installed (Debian package 'ethtool')"
     found.set("vose", helper and ethtool, why)
     flags = cpu_flags()
     for cap, flag, name in (("vose.aesni", "aes", "AES-NI"), ("vose.sha_ni", "sha_ni", "SHA-NI")):

@@ -11,7 +11,6 @@ import contextlib
 import json
 import logging
 import math
-import os
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -19,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qoelab import helpers
 from qoelab.errors import QoelabError
 
 log = logging.getLogger("qoelab.vose")
-ENV_BINARY = "QOELAB_VOSE_PAIR"
-NOT_BUILT = "vose-pair is not built (run make deps)"
+ENV_BINARY = helpers.VOSE_PAIR.env
+NOT_BUILT = helpers.VOSE_PAIR.not_built
 DEVICES = ("checksum", "sha1_only", "aes_only", "aes_cbc", "sha1_aes", "sha1_aes_cbc")
 MODES = ("software", "hardware", "vose", "inf")
 # The primitive a `qoelab vose validate` compares, and the device that offloads exactly it.
@@ -40,17 +40,11 @@ class PairError(QoelabError):
     """vose-pair failed; the message is its own sentence."""
 
 
-def binary_path() -> Path:
-    """$QOELAB_VOSE_PAIR, else <repo>/workers/build/vose-pair (built by `make`)."""
-    override = os.environ.get(ENV_BINARY)
-    return Path(override) if override else Path(__file__).resolve().parents[2] / "build" / "vose-pair"
+binary_path = helpers.VOSE_PAIR.path
 
 
 def require_binary() -> Path:
-    path = binary_path()
-    if not os.access(path, os.X_OK):
-        raise PairError(NOT_BUILT)
-    return path
+    return helpers.VOSE_PAIR.require(PairError)
 
 
 def _json_lines(text: Iterable[str]) -> list[dict[str, Any]]:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from qoelab import helpers
+
 BPFFS = Path("/sys/fs/bpf")
 NAME = "qoelab-{prefix}-rto"
 RTO_MIN_CAP_US = 200_000  # TCP_RTO_MIN: the kernel refuses a larger TCP_BPF_RTO_MIN
@@ -36,10 +38,7 @@ class BpfError(RuntimeError):
     """bpftool or the kernel refused; the message is one sentence."""
 
 
-def object_path() -> Path:
-    """$QOELAB_RTO_EWMA_OBJ, else <repo>/workers/build/rto_ewma.bpf.o (``make deps``)."""
-    override = os.environ.get("QOELAB_RTO_EWMA_OBJ")
-    return Path(override) if override else Path(__file__).resolve().parents[3] / "build" / "rto_ewma.bpf.o"
+object_path = helpers.RTO_EWMA_OBJ.path
 
 
 def cgroup2_root() -> Path | None:
