@@ -1,6 +1,7 @@
 """Who may see what on the dashboard.
 
-Researchers (permission ``experiments.researcher``) see their own experiments; staff see all.
+Researchers (permission ``experiments.researcher``) see their own experiments; staff see all
+(``accounts.visibility``: every owned model's ``objects.visible_to(user)``).
 Anyone else who is logged in (evaluators, from a later issue) gets 403 on every researcher page,
 and an object outside a researcher's reach is a 404, so ids of other people's sweeps leak nothing.
 """
@@ -32,15 +33,12 @@ def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., Http
 
 
 def experiments_for(user: Any) -> QuerySet[Experiment]:
-    qs = Experiment.objects.all()
-    return qs if user.is_staff else qs.filter(owner=user)
+    return Experiment.objects.visible_to(user)
 
 
 def sweeps_for(user: Any) -> QuerySet[Sweep]:
-    qs = Sweep.objects.select_related("experiment", "experiment__owner")
-    return qs if user.is_staff else qs.filter(experiment__owner=user)
+    return Sweep.objects.select_related("experiment", "experiment__owner").visible_to(user)
 
 
 def trials_for(user: Any) -> QuerySet[Trial]:
-    qs = Trial.objects.select_related("sweep", "sweep__experiment")
-    return qs if user.is_staff else qs.filter(sweep__experiment__owner=user)
+    return Trial.objects.select_related("sweep", "sweep__experiment").visible_to(user)

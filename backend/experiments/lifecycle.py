@@ -28,6 +28,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet, Sum
 from django.utils import timezone
 
+from accounts.visibility import may_see
 from experiments import jobtypes
 from experiments.choices import ACTIVE, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
@@ -238,7 +239,7 @@ def _plan(kind: str, target: Experiment | Sweep, sweeps: list[Sweep], user: Any)
             )
         elif c.status == "open":
             plan.refusals.append(f"{named} uses {whose} recordings and is open: close or delete it first.")
-        if not (user.is_staff or c.owner == user.get_username()):
+        if not may_see(user, c.owner):
             plan.refusals.append(
                 f"{named} of {c.owner} uses {whose} recordings: only its owner can delete it."
             )

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from accounts.visibility import owned_by
 from experiments.choices import TRANSITIONS, SweepOrder, TrialStatus
 
 
@@ -27,6 +28,7 @@ class IllegalTransition(Exception):
 
 
 class Experiment(models.Model):
+    objects = owned_by("owner").as_manager()
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="experiments")
@@ -46,6 +48,7 @@ class Experiment(models.Model):
 
 
 class Sweep(models.Model):
+    objects = owned_by("experiment__owner").as_manager()
     experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="sweeps")
     name = models.CharField(max_length=200)
     job_type = models.CharField(max_length=64, help_text="copied from the experiment at creation")
@@ -78,6 +81,7 @@ class Sweep(models.Model):
 
 
 class Trial(models.Model):
+    objects = owned_by("sweep__experiment__owner").as_manager()
     sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="trials")
     index = models.PositiveIntegerField(help_text="execution order within the sweep")
     params = models.JSONField(help_text="parameters as written (fixed + grid point)")

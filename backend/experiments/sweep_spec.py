@@ -44,11 +44,6 @@ def _is_scalar(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
 
-def _visible_experiments(user: Any):
-    qs = Experiment.objects.all()
-    return qs if user.is_staff else qs.filter(owner=user)
-
-
 @dataclass
 class SweepSpec:
     experiment: Experiment | None
@@ -84,7 +79,7 @@ def check_structure(spec: Any, user: Any) -> SweepSpec:
     if isinstance(raw_exp, bool) or raw_exp is None:
         err("experiment", "required: an experiment id or {name, description}")
     elif isinstance(raw_exp, int) or (isinstance(raw_exp, str) and raw_exp.isascii() and raw_exp.isdigit()):
-        experiment = _visible_experiments(user).filter(pk=int(raw_exp)).first()
+        experiment = Experiment.objects.visible_to(user).filter(pk=int(raw_exp)).first()
         if experiment is None:
             err("experiment", f"no experiment with id {raw_exp} that you can use")
     elif isinstance(raw_exp, dict):

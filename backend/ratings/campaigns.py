@@ -480,16 +480,12 @@ def close_campaign(campaign: Campaign) -> Campaign:
 
 
 def owned_campaigns(user: Any) -> Any:
-    qs = Campaign.objects.select_related("owner", "sweep")
-    if not user.is_authenticated:
-        return qs.none()
-    return qs if user.is_staff else qs.filter(owner=user)
+    return Campaign.objects.select_related("owner", "sweep").visible_to(user)
 
 
 def usable_artifacts(user: Any) -> Any:
     """Video artifacts of trials the researcher may see (for attaching by hand)."""
-    qs = Artifact.objects.filter(kind=VIDEO_KIND)
-    return qs if user.is_staff else qs.filter(trial__sweep__experiment__owner=user)
+    return Artifact.objects.filter(kind=VIDEO_KIND).visible_to(user)
 
 
 def listed_campaigns(user: Any, archived: bool | None = False) -> Any:

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
+from accounts.visibility import owned_by
 from qoelab_web.tokens import hash_token  # noqa: F401 (evaluator links are stored hashed)
 from ratings.choices import (
     DEFAULT_ASPECTS,
@@ -38,6 +39,7 @@ def default_aspects(mode: str | None = None) -> list[dict[str, str]]:
 
 
 class Campaign(models.Model):
+    objects = owned_by("owner").as_manager()
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="campaigns")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)

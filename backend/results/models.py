@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from django.db import models
 
+from accounts.visibility import owned_by
 from experiments.models import Trial
 
 
@@ -62,6 +63,7 @@ def artifact_path(instance: Artifact, filename: str) -> str:
 
 
 class Artifact(models.Model):
+    objects = owned_by("trial__sweep__experiment__owner").as_manager()
     trial = models.ForeignKey(Trial, on_delete=models.CASCADE, related_name="artifacts")
     attempt = models.PositiveIntegerField(default=1)
     kind = models.CharField(max_length=32, help_text="pcap, video, log, json, ...")

@@ -39,12 +39,6 @@ LISTED_SWEEP_FIELDS = (
 )
 
 
-def _owned(qs: QuerySet, user: Any, owner_path: str) -> QuerySet:
-    if not user.is_authenticated:  # only while drf-spectacular inspects the views
-        return qs.none()
-    return qs if user.is_staff else qs.filter(**{owner_path: user})
-
-
 def _int_param(request: Request, name: str) -> int | None:
     raw = request.query_params.get(name)
     if raw in (None, ""):
@@ -93,7 +87,7 @@ class ExperimentViewSet(viewsets.ModelViewSet):
     permission_classes = [IsResearcher]
 
     def get_queryset(self) -> QuerySet:
-        qs = _owned(Experiment.objects.select_related("owner"), self.request.user, "owner")
+        qs = Experiment.objects.select_related("owner").visible_to(self.request.user)
         if job_type := self.request.query_params.get("job_type"):
             qs = qs.filter(job_type=job_type)
         if self.action == "list":  # an archived experiment stays reachable by its id
@@ -164,9 +158,7 @@ class SweepViewSet(
     permission_classes = [IsResearcher]
 
     def get_queryset(self) -> QuerySet:
-        qs = _owned(
-            Sweep.objects.select_related("experiment", "created_by"), self.request.user, "experiment__owner"
-        )
+        qs = Sweep.objects.select_related("experiment", "created_by").visible_to(self.request.user)
         if (exp := _int_param(self.request, "experiment")) is not None:
             qs = qs.filter(experiment_id=exp)
         if self.action == "list":  # a sweep of an archived experiment stays reachable by its id
@@ -288,7 +280,7 @@ class TrialViewSet(viewsets.ReadOnlyModelViewSet):
         return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
 
     def get_queryset(self) -> QuerySet:
-        qs = _owned(Trial.objects.all(), self.request.user, "sweep__experiment__owner")
+        qs = Trial.objects.visible_to(self.request.user)
         if (sweep := _int_param(self.request, "sweep")) is not None:
             qs = qs.filter(sweep_id=sweep)
         if st := self.request.query_params.get("status"):

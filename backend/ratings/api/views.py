@@ -87,12 +87,7 @@ class CampaignViewSet(
         data = dict(body.validated_data)
         sweep = None
         if data.get("sweep") is not None:
-            sweeps = (
-                Sweep.objects.all()
-                if request.user.is_staff
-                else Sweep.objects.filter(experiment__owner=request.user)
-            )
-            sweep = sweeps.filter(pk=data["sweep"]).first()
+            sweep = Sweep.objects.visible_to(request.user).filter(pk=data["sweep"]).first()
             if sweep is None:
                 return errors_response([{"field": "sweep", "message": f"no sweep {data['sweep']} of yours"}])
         conditions = []

@@ -10,10 +10,7 @@ from experiments.models import Sweep
 
 def visible_sweep(request: Request, pk: int) -> Sweep:
     """The sweep if the user may see it (its owner, or staff); else 404 (not 403: no hint it exists)."""
-    qs = Sweep.objects.all()
-    if not request.user.is_staff:
-        qs = qs.filter(experiment__owner=request.user)
-    sweep = qs.filter(pk=pk).first()
+    sweep = Sweep.objects.visible_to(request.user).filter(pk=pk).first()
     if sweep is None:
         raise NotFound(f"no sweep {pk}")
     return sweep

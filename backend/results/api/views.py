@@ -27,9 +27,7 @@ class ArtifactDownloadView(APIView):
         summary="Download one artifact of a trial",
     )
     def get(self, request: Request, artifact_id: int) -> FileResponse:
-        qs = Artifact.objects.select_related("trial__sweep__experiment")
-        if not request.user.is_staff:
-            qs = qs.filter(trial__sweep__experiment__owner=request.user)
+        qs = Artifact.objects.select_related("trial__sweep__experiment").visible_to(request.user)
         artifact = qs.filter(pk=artifact_id).first()
         if artifact is None:
             raise NotFound(f"no artifact {artifact_id}")
