@@ -14,6 +14,7 @@ if [ "${1:-}" = "--loaded" ]; then loaded=1; shift; fi
 name=${1:?usage: fresh_clone.sh [--loaded] NAME}
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 scratch=$(mktemp -d /tmp/qoelab-suite.XXXXXX)
+chmod 755 "$scratch"  # mktemp's 0700 would lock out the test that drops to user nobody, as no CI checkout does
 echo "fresh clone in $scratch; the run's log: $scratch/log"
 
 git clone -q "$repo" "$scratch/main"

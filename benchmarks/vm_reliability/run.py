@@ -136,10 +136,11 @@ def report(doc: dict[str, Any]) -> str:
     lines = []
     for i, facts in enumerate(parts(doc)):
         n = sum(t.get("part", 0) == i for t in doc["trials"])
+        beside = f" Beside it: {facts['beside']}." if facts.get("beside") else ""
         lines.append(
             f"Part {i + 1} ({n} trials): {facts['cpu']} ({facts['cores']} cores), kernel {facts['kernel']}, "
             f"{facts['qemu']}; commit {facts['commit']}; guest {facts['image']['browser']}; "
-            f"QEMU CPU quota: {facts['cpu_quota'] or 'none'} (cores); started {facts['started']}."
+            f"QEMU CPU quota: {facts['cpu_quota'] or 'none'} (cores); started {facts['started']}.{beside}"
         )
     lines += [
         "",
@@ -160,7 +161,29 @@ def report(doc: dict[str, Any]) -> str:
         judged = verdict(len(rows), len(ok), len(clean), median, start)
         lines.append(f"| {start} | {protocol} | {len(rows)} | {len(ok)} | {len(clean)} | {med} | {judged} |")
         failures += [f"- {start} {protocol}: {t['error'][:400]}" for t in rows if not t["ok"]]
+    lines += by_machine(doc, keys)
     return "\n".join(lines + ([""] + ["Failures:"] + failures if failures else []))
+
+
+def by_machine(doc: dict[str, Any], keys: list[tuple[str, str]]) -> list[str]:
+    """When the parts ran on more than one CPU model: the first page per machine (boot times differ
+    by machine, so the pooled median is not any machine's)."""
+    cpu_of = [facts["cpu"] for facts in parts(doc)]
+    if len(set(cpu_of)) < 2:
+        return []
+    header = "| start | protocol | machine | trials | succeeded | QEMU start → first page, median / p95 |"
+    out = ["", "By machine:", "", header, "|---|---|---|---|---|---|"]
+    for start, protocol in keys:
+        for cpu in dict.fromkeys(cpu_of):
+            rows = [t for t in doc["trials"] if (t["start_asked"], t["protocol"]) == (start, protocol)
+                    and cpu_of[t.get("part", 0)] == cpu]  # fmt: skip
+            firsts = [t["to_first_page_s"] for t in rows if t["ok"] and t.get("to_first_page_s") is not None]
+            med = f"{statistics.median(firsts):.1f} / {p95(firsts):.1f} s" if firsts else "—"
+            if rows:
+                out.append(
+                    f"| {start} | {protocol} | {cpu} | {len(rows)} | {sum(t['ok'] for t in rows)} | {med} |"
+                )
+    return out
 
 
 def start_or_resume(out: Path, facts: dict[str, Any], resume: bool) -> dict[str, Any]:
@@ -190,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--resume", action="store_true",
                     help="continue the run in --out: run only the trials it still lacks")  # fmt: skip
     ap.add_argument("--report", type=Path, help="print the table of an earlier run and exit")
+    ap.add_argument("--beside", default="", help="what else ran on the host during this part (kept with it)")
     args = ap.parse_args(argv)
     if args.report:
         print(report(json.loads(args.report.read_text())))
@@ -204,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["QOELAB_VM_CPU_QUOTA"] = str(args.cpu_quota)
     from qoelab.vm.throttle import cpu_quota_from_env
 
-    facts = host_facts(cpu_quota_from_env())
+    facts = host_facts(cpu_quota_from_env()) | ({"beside": args.beside} if args.beside else {})
     try:
         doc = start_or_resume(args.out, facts, args.resume)
     except ValueError as err:

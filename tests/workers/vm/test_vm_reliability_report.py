@@ -66,3 +66,13 @@ def test_resume_adds_a_part_and_refuses_to_overwrite_or_mix_conditions(tmp_path)
     later["trials"].append(trial(part=1))
     text = rel.report(later)
     assert "Part 1 (1 trials)" in text and "Part 2 (1 trials)" in text and "commit def5678" in text
+
+
+def test_parts_on_two_machines_get_the_first_page_per_machine_and_what_ran_beside():
+    doc = {"parts": [FACTS, FACTS | {"cpu": "EPYC", "beside": "unit tests"}],
+           "trials": [trial(first=60.0, start="cold"), trial(first=90.0, part=1, start="cold")]}  # fmt: skip
+    text = rel.report(doc)
+    assert "Beside it: unit tests." in text
+    assert "| cold | vnc | Xeon | 1 | 1 | 60.0 / 60.0 s |" in text
+    assert "| cold | vnc | EPYC | 1 | 1 | 90.0 / 90.0 s |" in text
+    assert "By machine" not in rel.report({"parts": [FACTS], "trials": [trial()]})
