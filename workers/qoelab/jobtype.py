@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -168,8 +167,18 @@ class HostProbe:
 
     @staticmethod
     def missing(programs: tuple[str, ...]) -> list[str]:
-        """Those of ``programs`` found neither on PATH nor in /usr/sbin (a worker's PATH may lack it)."""
-        return [p for p in programs if not (shutil.which(p) or Path("/usr/sbin", p).exists())]
+        """Those of ``programs`` the lab's one tool lookup does not find (``emulation.system.find_tool``:
+        PATH, then the sbin directories a worker's PATH may lack)."""
+        from qoelab.emulation.system import find_tool
+        from qoelab.errors import MissingToolError
+
+        out = []
+        for program in programs:
+            try:
+                find_tool(program)
+            except MissingToolError:
+                out.append(program)
+        return out
 
 
 def resolve(ref: str) -> Callable[..., Any]:
