@@ -283,20 +283,30 @@ class RunningGuest:
         return lines
 
     def qmp(self, command: str, **arguments: Any) -> Any:
-        """One QMP command (QEMU's JSON monitor) on the guest's socket; returns its "return" value."""
+        """One QMP command (QEMU's JSON monitor) on the guest's socket; returns its "return" value.
+
+        Each request carries an id and only the reply echoing it counts. A connection that gave up
+        while QEMU was busy (loading a saved state can block its main loop past the timeout) can
+        leave a reply that QEMU then writes to the next connection; without ids that stale reply
+        was taken for the answer (a ``query-status`` that "returned" ``{}``).
+        """
         if self.qmp_socket is None:
             raise GuestError("this guest has no QMP socket")
         with socket.socket(socket.AF_UNIX) as s:
             s.settimeout(30)
             s.connect(str(self.qmp_socket))
             f = s.makefile("rwb")
-            json.loads(f.readline())  # greeting
-            for cmd, args in (("qmp_capabilities", {}), (command, arguments)):
-                f.write(json.dumps({"execute": cmd, "arguments": args}).encode() + b"\n")
+            tag = secrets.token_hex(4)
+            for n, (cmd, args) in enumerate((("qmp_capabilities", {}), (command, arguments))):
+                request_id = f"qoelab-{tag}-{n}"
+                f.write(json.dumps({"execute": cmd, "arguments": args, "id": request_id}).encode() + b"\n")
                 f.flush()
-                while True:
-                    reply = json.loads(f.readline())
-                    if "event" not in reply:
+                while True:  # skip the greeting, events and any stale reply
+                    line = f.readline()
+                    if not line:
+                        raise GuestError(f"QMP {cmd}: QEMU closed the monitor connection")
+                    reply = json.loads(line)
+                    if reply.get("id") == request_id:
                         break
                 if "error" in reply:
                     raise GuestError(f"QMP {cmd} failed: {reply['error'].get('desc')}")
