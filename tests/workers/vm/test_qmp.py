@@ -1,4 +1,4 @@
-"""The QMP client (RunningGuest.qmp): a real QEMU monitor, and a stale reply from a connection that gave up."""
+"""The QMP client (RunningGuest.qmp): a real QEMU monitor, and a stale reply left by a given-up connection."""
 
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ def test_a_stale_reply_left_by_an_earlier_connection_is_not_taken_for_the_answer
     def monitor() -> None:
         conn, _ = server.accept()
         with conn, conn.makefile("rwb") as f:
+
             def say(obj: dict) -> None:
                 f.write(json.dumps(obj).encode() + b"\n")
                 f.flush()
