@@ -19,8 +19,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET
 
 from dashboard import services
-from dashboard.access import researcher_required, sweeps_for
 from experiments import jobtypes
+from experiments.access import researcher_required, sweeps_for
 
 MAX_SWEEPS = 8  # the palette's colours; more series than that cannot be told apart
 CHOICES_SHOWN = 200  # newest sweeps offered per job type

@@ -3,7 +3,7 @@ failed trials; and the experiment list with its "show archived" filter.
 
 A confirmation is a server-rendered page (the CSP allows no inline script, and it works without
 JavaScript): GET lists what would go, taken from ``experiments.lifecycle``'s plan, with any reason it
-cannot go now; POST deletes, checked again. Lookups go through ``dashboard.access`` as everywhere:
+cannot go now; POST deletes, checked again. Lookups go through ``experiments.access`` as everywhere:
 another researcher's experiment is a 404, staff may act on all.
 """
 
@@ -19,20 +19,21 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import listing, views
-from dashboard.access import experiments_for, researcher_required, sweeps_for
+from dashboard import views
 from dashboard.forms import SweepForm
 from dashboard.services import describe_params, trial_counts
-from experiments import jobtypes, lifecycle
+from experiments import archiving, jobtypes, lifecycle
+from experiments.access import experiments_for, researcher_required, sweeps_for
 from experiments.choices import TrialStatus
 from experiments.models import Experiment, Sweep, Trial
+from qoelab_web import listing
 
 RECENT_SWEEPS = 10  # on the experiment list
 
 
 def _archived(request: HttpRequest) -> bool | None:
     """``?archived=1`` lists archived ones, ``?archived=all`` everything; ValueError on anything else."""
-    return lifecycle.parse_archived(request.GET.get("archived"))
+    return archiving.parse_archived(request.GET.get("archived"))
 
 
 EXPERIMENT_SORTS = {"name": "Name", "created": "Created", "trials": "Trials"}
@@ -42,14 +43,14 @@ EXPERIMENT_ORDER = {"name": ["name"], "created": ["created_at"], "trials": ["n_t
 @require_GET
 @researcher_required
 def experiment_list(request: HttpRequest) -> HttpResponse:
-    """Experiments (paginated, sorted, filtered: dashboard.listing) and recent sweeps; archived
+    """Experiments (paginated, sorted, filtered: qoelab_web.listing) and recent sweeps; archived
     experiments (and their sweeps) only with ``?archived=1``."""
     try:
         archived = _archived(request)
     except ValueError as exc:
         return HttpResponseBadRequest(f"archived: {exc}", content_type="text/plain")
     mine = experiments_for(request.user)
-    shown = lifecycle.filter_archived(mine, archived)
+    shown = archiving.filter_archived(mine, archived)
     job_types = sorted(set(shown.order_by().values_list("job_type", flat=True).distinct()))
     filters = [
         listing.Filter("job_type", "Job type", choices=[(j, j) for j in job_types]),
@@ -81,7 +82,7 @@ def experiment_list(request: HttpRequest) -> HttpResponse:
     # The newest sweeps by the index first, then their counts: annotating before the cut counted the
     # trials of every sweep in the lab (issue 33: 42 ms of 100 at 10,000 sweeps).
     newest = (
-        lifecycle.filter_archived(sweeps_for(request.user), archived, "experiment__archived_at")
+        archiving.filter_archived(sweeps_for(request.user), archived, "experiment__archived_at")
         .order_by("-created_at", "-pk")
         .values_list("pk", flat=True)[:RECENT_SWEEPS]
     )
@@ -136,7 +137,7 @@ def experiment_archive(request: HttpRequest, pk: int) -> HttpResponse:
     """POST ``archived=1`` hides the experiment and its sweeps from the lists; ``archived=0`` restores."""
     experiment = get_object_or_404(experiments_for(request.user), pk=pk)
     archive = request.POST.get("archived", "1") != "0"
-    lifecycle.set_experiment_archived(experiment, archive)
+    archiving.set_experiment_archived(experiment, archive)
     if archive:
         messages.success(
             request,

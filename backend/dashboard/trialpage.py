@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import Max
 
-from dashboard.templatetags.qoelab_dashboard import UNIX_TIME, scale_for
+from dashboard.quantities import UNIX_TIME, scale_for
 from experiments.models import Sweep, Trial
 from results import kinds
 from results.models import SummaryValue

@@ -1,7 +1,7 @@
 """Researcher pages: experiments, sweeps (progress, charts, trials), trials, CSV and artifacts.
 
 Every view goes through ``researcher_required`` and looks objects up in the querysets of
-``dashboard.access``, so another researcher's sweep is a 404 and an evaluator gets a 403.
+``experiments.access``, so another researcher's sweep is a 404 and an evaluator gets a 403.
 """
 
 from __future__ import annotations
@@ -39,15 +39,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import listing, reproduce, services, trialpage
-from dashboard.access import experiments_for, researcher_required, sweeps_for, trials_for
+from dashboard import reproduce, services, trialpage
 from dashboard.forms import SweepForm
 from experiments import jobtypes
 from experiments import services as experiments_services
+from experiments.access import experiments_for, researcher_required, sweeps_for, trials_for
 from experiments.choices import TrialStatus
 from experiments.models import Sweep
 from experiments.sweep_spec import spec_errors
 from qoelab import presets
+from qoelab_web import listing
 from ratings import delivery
 from results import findings as results_findings
 from results import kinds, tables

@@ -1,4 +1,4 @@
-"""Sweep creation, cancellation and progress; the worker-side trial moves (claim, finish).
+"""Sweep creation, cancellation and progress; the worker-side trial moves (claim, lost trials).
 
 These are plain functions: the REST views, management commands and tests call them directly.
 ``create_sweep`` validates the whole spec before it writes anything, so a bad spec leaves no
@@ -13,7 +13,7 @@ import math
 import random
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from datetime import timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.cache import cache as shared_cache
 from django.db import transaction
 from django.db.models import Avg, Count, DurationField, ExpressionWrapper, F, Q
+from django.utils import timezone
 
 from experiments import jobtypes
 from experiments.choices import TERMINAL, SweepOrder, TrialStatus
@@ -111,8 +112,6 @@ def cancel_sweep(sweep: Sweep) -> int:
     Queued trials may still have a Celery message in Redis; the worker's claim then answers 409
     and the task exits without running. Returns the number of trials cancelled.
     """
-    from django.utils import timezone
-
     now = timezone.now()
     with transaction.atomic():
         Sweep.objects.filter(pk=sweep.pk, cancelled_at__isnull=True).update(cancelled_at=now)
@@ -277,7 +276,7 @@ def progress_for_polling(sweep: Sweep) -> dict[str, Any]:
     return value
 
 
-# --- the worker side: claim and finish -------------------------------------------------------
+# --- the worker side: claim and lost trials (finish is results.finish) ------------------------
 
 
 @cache
@@ -329,98 +328,30 @@ def claim(trial_id: int, host: WorkerHost) -> Trial:
     return trial
 
 
-@dataclass
-class FinishOutcome:
-    trial: Trial
-    changed: bool
-    retried: bool = False
+def requeue_lost(host: WorkerHost, running: list[int]) -> list[int]:
+    """Trials this host runs but no longer reports go back to pending (or fail when out of attempts).
 
-
-def finish(
-    trial_id: int,
-    host: WorkerHost,
-    status: str,
-    error: str,
-    result: dict[str, Any] | None,
-    retryable: bool = False,
-) -> FinishOutcome:
-    """Record the outcome of a running trial. Idempotent; a recorded outcome is never overwritten.
-
-    ``result`` is ``TrialResult.to_json()`` (already validated by the API layer). A failed attempt
-    marked ``retryable`` goes back to pending while attempts remain.
+    A trial marked running on this host for longer than the heartbeat timeout that the worker does
+    not list in ``running`` was lost (the worker restarted mid-trial). Returns their ids.
     """
-    from results.services import ingest_result
-
-    if status not in (TrialStatus.SUCCEEDED, TrialStatus.FAILED):
-        raise ValueError(f"status must be succeeded or failed, got {status!r}")
-    error = (error or "").strip()
-    if status == TrialStatus.FAILED and not error:
-        error = "the worker reported a failure without an error text"
-    with transaction.atomic():
-        trial = Trial.objects.select_for_update().filter(pk=trial_id).first()
-        if trial is None:
-            raise Trial.DoesNotExist(f"no trial {trial_id}")
-        if trial.status in TERMINAL:
-            if trial.status == status and trial.host_name == host.name:
-                return FinishOutcome(trial, changed=False)
-            raise Conflict(
-                f"trial {trial_id} is already {trial.status}; a recorded outcome is not overwritten"
-            )
-        if trial.status != TrialStatus.RUNNING or trial.host_id != host.pk:
-            last = trial.attempt_log[-1] if trial.attempt_log else {}
-            if (
-                status == TrialStatus.FAILED
-                and last.get("kind") == "retry"
-                and last.get("host") == host.name
-                and last.get("attempt") == trial.attempts
-                and last.get("error") == error
-            ):
-                return FinishOutcome(trial, changed=False, retried=True)  # the same finish, repeated
-            raise Conflict(f"trial {trial_id} is not running on host {host.name} (it is {trial.status})")
-
-        result = result or {}
-        provenance = {**trial.provenance, **(result.get("provenance") or {})}
-        provenance.setdefault("backend_revision", backend_revision())
-        link = result.get("link") or {}
-        wake_scheduler()  # a slot frees up (or the trial is pending again): dispatch on commit
-
-        if status == TrialStatus.FAILED and retryable and trial.attempts < trial.max_attempts:
-            reason = f"attempt {trial.attempts} failed on {host.name} (transient, will retry): {error}"
-            trial.back_to_pending(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
-            # Tag the log entry so a repeated identical finish is recognised as a no-op.
-            entry = {**trial.attempt_log[-1], "kind": "retry", "error": error}
-            Trial.objects.filter(pk=trial.pk).update(attempt_log=[*trial.attempt_log[:-1], entry])
-            trial.refresh_from_db()
-            log.warning("trial %s: %s", trial.pk, reason)
-            return FinishOutcome(trial, changed=True, retried=True)
-
-        ingest_result(trial, result)
-        if status == TrialStatus.SUCCEEDED:
-            trial.mark_succeeded(host_id=host.pk, provenance=provenance, link=link)
-        else:
-            trial.mark_failed(
-                error, expect={TrialStatus.RUNNING}, host_id=host.pk, provenance=provenance, link=link
-            )
-    log.info("trial %s %s on %s", trial.pk, trial.status, host.name)
-    return FinishOutcome(trial, changed=True)
-
-
-def fail_unstorable_finish(trial_id: int, host: WorkerHost, errors: list[dict[str, str]]) -> bool:
-    """A finish from ``host`` whose body cannot be stored fails its running trial with the reason.
-
-    Otherwise the trial would stay ``running`` with its result lost (the worker has moved on).
-    True if the trial was failed; a trial not running on this host is left alone.
-    """
-    problems = "; ".join(f"{e['field']}: {e['message']}" for e in errors[:10])
-    reason = f"the worker's finish could not be stored ({problems})"[:20000]
-    with transaction.atomic():
-        trial = Trial.objects.select_for_update().filter(pk=trial_id).first()
-        if trial is None or trial.status != TrialStatus.RUNNING or trial.host_id != host.pk:
-            return False
-        wake_scheduler()
-        trial.mark_failed(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
-    log.warning("trial %s failed on %s: %s", trial_id, host.name, reason)
-    return True
+    now = timezone.now()
+    grace = now - timedelta(seconds=settings.QOELAB_HEARTBEAT_TIMEOUT)
+    lost = Trial.objects.filter(host=host, status=TrialStatus.RUNNING, started_at__lt=grace).exclude(
+        pk__in=running
+    )
+    out = []
+    for trial in lost:
+        reason = f"worker {host.name} no longer reports this trial as running (worker restarted?)"
+        try:
+            if trial.attempts < trial.max_attempts:
+                trial.back_to_pending(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
+            else:
+                trial.mark_failed(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
+        except IllegalTransition:
+            continue  # it finished meanwhile
+        log.warning("trial %s: %s", trial.pk, reason)
+        out.append(trial.pk)
+    return out
 
 
 def tick(now: Any = None, send: Any = None) -> Any:

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-from datetime import timedelta
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from hosts.models import WorkerHost, new_token
-
-log = logging.getLogger("qoelab.hosts")
 
 # Path segments of the worker protocol under /api/hosts/.
 RESERVED_NAMES = frozenset({"heartbeat", "trials"})
@@ -44,16 +39,8 @@ def add_host(
     return host, token, created
 
 
-def heartbeat(host: WorkerHost, data: dict[str, Any]) -> list[int]:
-    """Store what the worker reports; requeue trials this host runs but no longer reports.
-
-    A trial marked running on this host for longer than the heartbeat timeout that the worker does
-    not list in ``running`` was lost (the worker restarted mid-trial). Returns their ids.
-    """
-    from experiments.choices import TrialStatus
-    from experiments.models import IllegalTransition, Trial
-
-    now = timezone.now()
+def heartbeat(host: WorkerHost, data: dict[str, Any]) -> None:
+    """Store what the worker reports (``experiments.services.requeue_lost`` handles its missing trials)."""
     WorkerHost.objects.filter(pk=host.pk).update(
         kernel=data["kernel"],
         capabilities=data["capabilities"],
@@ -61,23 +48,6 @@ def heartbeat(host: WorkerHost, data: dict[str, Any]) -> list[int]:
         concurrency=data["concurrency"],
         versions=data["versions"],
         running=data["running"],
-        last_heartbeat=now,
+        last_heartbeat=timezone.now(),
     )
     host.refresh_from_db()
-    grace = now - timedelta(seconds=settings.QOELAB_HEARTBEAT_TIMEOUT)
-    lost = Trial.objects.filter(host=host, status=TrialStatus.RUNNING, started_at__lt=grace).exclude(
-        pk__in=data["running"]
-    )
-    out = []
-    for trial in lost:
-        reason = f"worker {host.name} no longer reports this trial as running (worker restarted?)"
-        try:
-            if trial.attempts < trial.max_attempts:
-                trial.back_to_pending(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
-            else:
-                trial.mark_failed(reason, expect={TrialStatus.RUNNING}, host_id=host.pk)
-        except IllegalTransition:
-            continue  # it finished meanwhile
-        log.warning("trial %s: %s", trial.pk, reason)
-        out.append(trial.pk)
-    return out

@@ -23,7 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from experiments.permissions import is_researcher
+from accounts.permissions import is_researcher
 from qoelab_web.api import DetailSerializer
 
 

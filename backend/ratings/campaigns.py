@@ -17,8 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from experiments import jobtypes
+from experiments.archiving import Refused, filter_archived
 from experiments.choices import TrialStatus
-from experiments.lifecycle import Refused, filter_archived
 from experiments.models import Sweep, Trial
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import ParameterError

@@ -12,8 +12,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from dashboard.access import researcher_required
-from experiments.lifecycle import Refused
+from experiments.access import researcher_required
+from experiments.archiving import Refused
 from ratings import campaigns
 from ratings.models import Campaign
 

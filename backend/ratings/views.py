@@ -17,10 +17,10 @@ from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from dashboard import listing
-from dashboard.access import researcher_required, sweeps_for
 from experiments import jobtypes
-from experiments.lifecycle import parse_archived
+from experiments.access import researcher_required, sweeps_for
+from experiments.archiving import parse_archived
+from qoelab_web import listing
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
 from ratings import analysis, campaigns, delivery, invitations, live
 from ratings.choices import (
@@ -115,7 +115,7 @@ CAMPAIGN_ORDER = {
 @researcher_required
 def campaign_list(request: HttpRequest) -> HttpResponse:
     """Current campaigns; ``?archived=1`` the archived ones, ``?archived=all`` both. Paginated, sorted
-    and filtered by status, mode and (staff) owner as dashboard.listing says; counts are annotated."""
+    and filtered by status, mode and (staff) owner as qoelab_web.listing says; counts are annotated."""
     try:
         archived = parse_archived(request.GET.get("archived"))
     except ValueError as exc:

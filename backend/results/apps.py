@@ -2,10 +2,13 @@
 
 from django.apps import AppConfig
 
+from qoelab_web.chores import Chore
+
 
 class ResultsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "results"
+    scheduler_chores = (Chore("results.services.apply_retention", every_s=3600.0),)
 
     def ready(self) -> None:
         from django.db.models.signals import post_delete

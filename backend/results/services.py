@@ -8,6 +8,7 @@ metric per x value and series value, which the dashboard charts draw.
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import statistics
 from collections import defaultdict
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from django.apps import apps
+from django.conf import settings
 from django.core.files import File
 from django.db import transaction
 from django.utils import timezone
@@ -28,6 +30,8 @@ from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
 from results import kinds
 from results.models import Artifact, Sample, SeriesPoint, SummaryValue
+
+log = logging.getLogger("qoelab.results")
 
 NAME = r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$"
 
@@ -354,6 +358,17 @@ def prune_artifacts(
                 artifact.file.delete(save=False)
         Artifact.objects.filter(pk__in=[a.pk for a in doomed]).delete()
     return PruneReport(len(doomed), total, kept, missing)
+
+
+def apply_retention() -> PruneReport | None:
+    """Apply QOELAB_ARTIFACT_RETENTION_DAYS (0: keep everything); the scheduler loop calls this hourly."""
+    days = settings.QOELAB_ARTIFACT_RETENTION_DAYS
+    if days <= 0:
+        return None
+    report = prune_artifacts(timedelta(days=days))
+    if report.artifacts:
+        log.info("artifact retention (%s days): deleted %s", days, report)
+    return report
 
 
 def _artifacts_used_by_ratings() -> set[int]:

@@ -104,12 +104,17 @@ def test_the_command_uses_the_setting_and_refuses_a_missing_or_bad_age(trial, se
 
 
 def test_the_scheduler_applies_the_retention_setting_and_keeps_everything_at_zero(trial, settings) -> None:
-    from experiments.management.commands.scheduler import _prune_old_artifacts
+    from qoelab_web.chores import every_chore
 
+    # The scheduler loop runs every app's chores (qoelab_web.chores): retention is results', hourly.
+    (retention,) = [c for c in every_chore() if c.call == "results.services.apply_retention"]
+    assert retention.every_s == 3600.0
     _artifact(trial, "capture.pcap", "pcap", 40)
     settings.QOELAB_ARTIFACT_RETENTION_DAYS = 0
-    _prune_old_artifacts()
+    retention.run_if_due(now=0.0)
     assert Artifact.objects.count() == 1
     settings.QOELAB_ARTIFACT_RETENTION_DAYS = 30
-    _prune_old_artifacts()
+    retention.run_if_due(now=1.0)  # not due again within the hour
+    assert Artifact.objects.count() == 1
+    retention.run_if_due(now=3601.0)
     assert not Artifact.objects.exists()

@@ -1,5 +1,5 @@
 """Lists that scale (issue 15): the experiment, sweep, trial and campaign lists paginate, sort and filter
-from the query string (dashboard.listing); a bad value is a plain 400 naming the parameter and its bound;
+from the query string (qoelab_web.listing); a bad value is a plain 400 naming the parameter and its bound;
 a page costs the same queries whatever the number of rows."""
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ from django.core.files.base import ContentFile
 from pydantic import BaseModel, ConfigDict, Field
 
 from dashboard import trialpage
-from dashboard.templatetags.qoelab_dashboard import exact_quantity, format_quantity, qty
+from dashboard.quantities import exact_quantity, format_quantity
+from dashboard.templatetags.qoelab_dashboard import qty
 from experiments.models import Sweep
 from experiments.services import create_sweep
 from qoelab import params

@@ -12,7 +12,8 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from experiments import jobtypes, lifecycle, services
+from accounts.permissions import IsResearcher
+from experiments import archiving, jobtypes, lifecycle, services
 from experiments.api.serializers import (
     AggregateQuerySerializer,
     AggregateSerializer,
@@ -28,7 +29,6 @@ from experiments.api.serializers import (
 )
 from experiments.choices import TrialStatus
 from experiments.models import Experiment, Sweep, Trial
-from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from results.services import aggregate
 
@@ -51,10 +51,10 @@ def _int_param(request: Request, name: str) -> int | None:
 def _archived(qs: QuerySet, request: Request, field_path: str = "archived_at") -> QuerySet:
     """A list's ``archived`` filter: false (default: current only), true (archived only) or all."""
     try:
-        archived = lifecycle.parse_archived(request.query_params.get("archived"))
+        archived = archiving.parse_archived(request.query_params.get("archived"))
     except ValueError as exc:
         raise ValidationError({"archived": [str(exc)]}) from None
-    return lifecycle.filter_archived(qs, archived, field_path)
+    return archiving.filter_archived(qs, archived, field_path)
 
 
 def _refused(exc: lifecycle.Refused) -> Response:
@@ -110,13 +110,13 @@ class ExperimentViewSet(viewsets.ModelViewSet):
     @extend_schema(request=None, responses={200: ExperimentSerializer}, summary="Hide from the default lists")
     @action(detail=True, methods=["post"])
     def archive(self, request: Request, pk: str | None = None) -> Response:
-        experiment = lifecycle.set_experiment_archived(self.get_object(), True)
+        experiment = archiving.set_experiment_archived(self.get_object(), True)
         return Response(ExperimentSerializer(experiment, context=self.get_serializer_context()).data)
 
     @extend_schema(request=None, responses={200: ExperimentSerializer}, summary="Back into the default lists")
     @action(detail=True, methods=["post"])
     def unarchive(self, request: Request, pk: str | None = None) -> Response:
-        experiment = lifecycle.set_experiment_archived(self.get_object(), False)
+        experiment = archiving.set_experiment_archived(self.get_object(), False)
         return Response(ExperimentSerializer(experiment, context=self.get_serializer_context()).data)
 
 

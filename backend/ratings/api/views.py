@@ -15,9 +15,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from experiments.lifecycle import Refused, parse_archived
+from accounts.permissions import IsResearcher
+from experiments.archiving import Refused, parse_archived
 from experiments.models import Sweep
-from experiments.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
 from ratings import analysis, campaigns, flow, invitations, live, throttle

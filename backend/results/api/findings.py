@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from experiments.permissions import IsResearcher
+from accounts.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer
 from results.api.access import visible_sweep
 from results.findings import sweep_findings

@@ -9,7 +9,7 @@ from rest_framework.exceptions import NotFound
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from experiments.permissions import IsResearcher
+from accounts.permissions import IsResearcher
 from qoelab_web.api import DetailSerializer
 from results import kinds
 from results.models import Artifact

@@ -8,8 +8,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from accounts.permissions import researchers_group
 from accounts.services import issue_token, revoke_tokens
-from experiments.permissions import researchers_group
 
 
 class Command(BaseCommand):

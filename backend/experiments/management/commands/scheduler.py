@@ -6,30 +6,17 @@ import logging
 import os
 import signal
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections
 
 from experiments import services
 from experiments.wakeup import Listener
-from ratings.live import release_expired_slots
-from results.services import prune_artifacts
+from qoelab_web.chores import every_chore, run_due
 
 log = logging.getLogger("qoelab.scheduler")
-PRUNE_EVERY_S = 3600.0
-
-
-def _prune_old_artifacts() -> None:
-    """Apply QOELAB_ARTIFACT_RETENTION_DAYS (0: keep everything)."""
-    days = settings.QOELAB_ARTIFACT_RETENTION_DAYS
-    if days > 0:
-        report = prune_artifacts(timedelta(days=days))
-        if report.artifacts:
-            log.info("artifact retention (%s days): deleted %s", days, report)
 
 
 class Command(BaseCommand):
@@ -75,7 +62,7 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
         log.info("scheduler started, one tick every %s s", interval)
-        next_prune = time.monotonic()
+        chores = every_chore()  # the apps' own periodic work (qoelab_web.chores): slots, retention
         listener = Listener()
         while not stop:
             started = time.monotonic()
@@ -84,12 +71,7 @@ class Command(BaseCommand):
                 report = services.tick()
                 if report.changed:
                     log.info("tick: %s", report)
-                released = release_expired_slots()  # live rating sessions whose time ran out
-                if released:
-                    log.info("released %s expired live rating slot(s)", released)
-                if time.monotonic() >= next_prune:
-                    next_prune = time.monotonic() + PRUNE_EVERY_S
-                    _prune_old_artifacts()
+                run_due(chores)
             except Exception:  # keep looping through database or broker outages; say so loudly
                 log.exception("scheduler tick failed; retrying in %s s", interval)
             else:

@@ -2,6 +2,8 @@
 
 Researchers see and change only their own experiments (and their sweeps, trials, results);
 staff see everything. Evaluators (a later issue) get no researcher permission, so they see nothing.
+The permission itself is declared on ``experiments.Experiment`` (its Meta, since the first migration);
+this module names it by its string, so the roles live with the accounts below every app that checks them.
 """
 
 from __future__ import annotations

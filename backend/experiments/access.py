@@ -1,4 +1,4 @@
-"""Who may see what on the dashboard.
+"""Who may see what on the researcher pages (the dashboard and the campaign pages of ratings).
 
 Researchers (permission ``experiments.researcher``) see their own experiments; staff see all
 (``accounts.visibility``: every owned model's ``objects.visible_to(user)``).
@@ -17,8 +17,8 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 
+from accounts.permissions import is_researcher
 from experiments.models import Experiment, Sweep, Trial
-from experiments.permissions import is_researcher
 
 
 def researcher_required(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
