@@ -6,10 +6,10 @@ the sweeps' recordings) and why it may not (``DeletePlan.refusals``, plain sente
 computes the plan again under row locks, refuses with the same reasons, and removes the rows and the
 artifact files. The REST API and the dashboard pages call the same functions.
 
-A rating campaign "uses" a sweep when it was built from it (``Campaign.sweep``) or one of its
-conditions shows one of the sweep's recordings. Such a campaign goes with the sweep, so it must be
-one that could be deleted on its own: not open, the caller may act on it, and without ratings (a
-campaign with ratings is people's time: it is deleted by name, on its own page, first).
+The apps above experiments fill in their own part of a plan and remove it when the rows go
+(``experiments.signals``): results counts the artifacts and removes their files
+(``results.deletion``), ratings the rating campaigns that use the sweeps, with the refusals they bring
+(``ratings.deletion``).
 
 Archiving (``experiments.archiving``, with ``Refused``) only hides. ``Refused`` is imported here for
 the callers that catch ``lifecycle.Refused``.
@@ -18,23 +18,19 @@ the callers that catch ``lifecycle.Refused``.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.apps import apps
-from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import Count
 
-from accounts.visibility import may_see
 from experiments import jobtypes
 from experiments.archiving import Refused
 from experiments.choices import ACTIVE, TrialStatus
 from experiments.models import Experiment, IllegalTransition, Sweep, Trial
 from experiments.services import forget_progress
+from experiments.signals import deleting, deletion_planned
 from experiments.wakeup import wake_scheduler
-from results.models import Artifact
 
 log = logging.getLogger("qoelab.experiments")
 
@@ -63,8 +59,9 @@ class DeletePlan:
     target: Experiment | Sweep
     sweeps: list[Sweep]
     trials: int
-    artifacts: int
-    artifact_bytes: int
+    # Filled in by the apps whose rows go with the sweeps (signals.deletion_planned): results, ratings.
+    artifacts: int = 0
+    artifact_bytes: int = 0
     campaigns: list[CampaignUse] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
 
@@ -98,19 +95,19 @@ class DeleteReport:
 
     def __str__(self) -> str:
         parts = [
-            _n(self.trials, "trial"),
-            f"{_n(self.artifacts, 'artifact file')} ({_size(self.artifact_bytes)})",
+            counted(self.trials, "trial"),
+            f"{counted(self.artifacts, 'artifact file')} ({_size(self.artifact_bytes)})",
         ]
         if self.kind == "experiment":
-            parts.insert(0, _n(self.sweeps, "sweep"))
+            parts.insert(0, counted(self.sweeps, "sweep"))
         if self.campaigns:
             named = ", ".join(f"'{name}'" for name in self.campaigns)
             parts.append(f"rating campaign{'s' if len(self.campaigns) > 1 else ''} {named}")
         return f"Deleted {self.kind} '{self.name}': " + ", ".join(parts) + "."
 
 
-def _n(count: int, word: str) -> str:
-    """``_n(1, "trial")`` -> "1 trial"; ``_n(2, "trial")`` -> "2 trials"."""
+def counted(count: int, word: str) -> str:
+    """``counted(1, "trial")`` -> "1 trial"; ``counted(2, "trial")`` -> "2 trials"."""
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
@@ -121,46 +118,9 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def campaigns_using(sweep_ids: list[int]) -> QuerySet | None:
-    """Rating campaigns built from these sweeps or showing one of their recordings (None: no ratings app)."""
-    if not apps.is_installed("ratings"):
-        return None
-    campaign = apps.get_model("ratings", "Campaign")
-    condition = apps.get_model("ratings", "Condition")
-    recordings = Artifact.objects.filter(trial__sweep_id__in=sweep_ids).values("pk")
-    showing = condition.objects.filter(Q(recording__in=recordings) | Q(reference__in=recordings))
-    return campaign.objects.filter(
-        Q(sweep_id__in=sweep_ids) | Q(pk__in=showing.values("campaign_id"))
-    ).select_related("owner")
-
-
-def _campaign_uses(sweep_ids: list[int]) -> list[CampaignUse]:
-    qs = campaigns_using(sweep_ids)
-    if qs is None:
-        return []
-    rating = apps.get_model("ratings", "Rating")
-    evaluator = apps.get_model("ratings", "Evaluator")
-    condition = apps.get_model("ratings", "Condition")
-    out = []
-    for c in qs.order_by("created", "id"):
-        out.append(
-            CampaignUse(
-                id=c.pk,
-                name=c.name,
-                owner=c.owner.get_username(),
-                status=c.status,
-                conditions=condition.objects.filter(campaign=c).count(),
-                evaluators=evaluator.objects.filter(campaign=c).count(),
-                ratings=rating.objects.filter(condition__campaign=c).count(),
-            )
-        )
-    return out
-
-
 def _plan(kind: str, target: Experiment | Sweep, sweeps: list[Sweep], user: Any) -> DeletePlan:
     ids = [s.pk for s in sweeps]
     trials = Trial.objects.filter(sweep_id__in=ids)
-    files = Artifact.objects.filter(trial__sweep_id__in=ids).aggregate(n=Count("id"), size=Sum("size"))
     active = dict(
         trials.filter(status__in=list(ACTIVE))
         .order_by()
@@ -168,43 +128,22 @@ def _plan(kind: str, target: Experiment | Sweep, sweeps: list[Sweep], user: Any)
         .annotate(n=Count("id"))
         .values_list("sweep_id", "n")
     )
-    plan = DeletePlan(
-        kind=kind,
-        target=target,
-        sweeps=sweeps,
-        trials=trials.count(),
-        artifacts=files["n"] or 0,
-        artifact_bytes=files["size"] or 0,
-        campaigns=_campaign_uses(ids),
-    )
-    whose = "this sweep's" if kind == "sweep" else "this experiment's"
+    plan = DeletePlan(kind=kind, target=target, sweeps=sweeps, trials=trials.count())
     for s in sweeps:
         n = active.get(s.pk, 0)
         if not n:
             continue
         if kind == "sweep":
             plan.refusals.append(
-                f"{_n(n, 'trial')} of this sweep {'is' if n == 1 else 'are'} queued or running: cancel the "
-                "sweep first, and delete it once its running trials have finished."
+                f"{counted(n, 'trial')} of this sweep {'is' if n == 1 else 'are'} queued or running: "
+                "cancel the sweep first, and delete it once its running trials have finished."
             )
         else:
             plan.refusals.append(
-                f"Sweep '{s.name}' has {_n(n, 'trial')} queued or running: cancel it first, and delete the "
-                "experiment once its running trials have finished."
+                f"Sweep '{s.name}' has {counted(n, 'trial')} queued or running: cancel it first, and "
+                "delete the experiment once its running trials have finished."
             )
-    for c in plan.campaigns:
-        named = f"Rating campaign '{c.name}' (#{c.id})"
-        if c.ratings:
-            plan.refusals.append(
-                f"{named} uses {whose} recordings and has {_n(c.ratings, 'rating')}: "
-                "delete that campaign first (on its own page), if its ratings are no longer needed."
-            )
-        elif c.status == "open":
-            plan.refusals.append(f"{named} uses {whose} recordings and is open: close or delete it first.")
-        if not may_see(user, c.owner):
-            plan.refusals.append(
-                f"{named} of {c.owner} uses {whose} recordings: only its owner can delete it."
-            )
+    deletion_planned.send(sender=type(target), plan=plan, user=user)  # artifacts, campaigns
     return plan
 
 
@@ -247,16 +186,8 @@ def delete(plan: DeletePlan, user: Any, expect: str | None = None) -> DeleteRepo
                     "look at the list again."
                 ]
             )
-        ids = [s.pk for s in fresh.sweeps]
-        names = list(Artifact.objects.filter(trial__sweep_id__in=ids).values_list("file", flat=True))
-        if fresh.campaigns:
-            from ratings.campaigns import remove_campaign
-
-            campaign_model = apps.get_model("ratings", "Campaign")
-            for c in campaign_model.objects.filter(pk__in=[c.id for c in fresh.campaigns]):
-                remove_campaign(c, f"its {kind} '{target.name}' was deleted")
+        deleting.send(sender=model, plan=fresh, reason=f"its {kind} '{target.name}' was deleted")
         locked.delete()
-        transaction.on_commit(lambda: remove_files(names, ids))
     log.info("%s %s '%s' deleted by %s: %s", kind, target.pk, target.name, user, fresh.fingerprint)
     return DeleteReport(
         kind=kind,
@@ -267,26 +198,6 @@ def delete(plan: DeletePlan, user: Any, expect: str | None = None) -> DeleteRepo
         artifact_bytes=fresh.artifact_bytes,
         campaigns=[c.name for c in fresh.campaigns],
     )
-
-
-def remove_files(names: list[str], sweep_ids: list[int]) -> None:
-    """Delete these storage files (if still there) and the sweeps' artifact folders once empty."""
-    for name in names:
-        if name:
-            try:
-                default_storage.delete(name)
-            except OSError as exc:  # a file that cannot go must not undo the committed delete
-                log.error("artifact file %s could not be deleted: %s", name, exc)
-    for sweep_id in sweep_ids:
-        try:
-            root = default_storage.path(f"artifacts/sweep-{sweep_id}")
-        except NotImplementedError:  # a storage without folders (object storage) has nothing to prune
-            return
-        for dirpath, _dirnames, _files in os.walk(root, topdown=False):  # deepest first
-            try:
-                os.rmdir(dirpath)  # only succeeds when empty
-            except OSError:
-                continue
 
 
 # --- re-running failed trials -----------------------------------------------------------------

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from experiments import jobtypes
 from experiments.choices import SweepOrder
 from experiments.models import Experiment, Trial
+from experiments.signals import capture_input_named
 from hosts.models import WorkerHost
 from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 from qoelab.params import ParamsInvalid, validate_params
@@ -324,9 +325,8 @@ def check_values(s: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any], lis
 
 def _capture_errors(s: SweepSpec) -> list[dict[str, str]]:
     """Parameters naming another trial's capture (``trial:N``): that trial is the researcher's and
-    has a pcap. A file path is a local run's form (``qoelab thinclient run --trace``), not a sweep's."""
-    from results.models import Artifact  # results builds on experiments: imported on use
-
+    has a pcap (results answers, ``signals.capture_input_named``). A file path is a local run's form
+    (``qoelab thinclient run --trace``), not a sweep's."""
     errors = []
     for name in s.job.capture_params:
         written = [(f"grid.{name}[{i}]", v) for i, v in enumerate(s.grid.get(name, []))]
@@ -339,15 +339,14 @@ def _capture_errors(s: SweepSpec) -> list[dict[str, str]]:
                 errors.append({"field": where, "message": "names a trial's capture as trial:N (a file path "
                                "is only for a local run)"})  # fmt: skip
                 continue
-            trials = Trial.objects.filter(pk=int(ref.removeprefix("trial:")))
-            if s.user is not None and not s.user.is_staff:
-                trials = trials.filter(sweep__experiment__owner=s.user)
-            trial = trials.first()
+            trials = Trial.objects.all() if s.user is None else Trial.objects.visible_to(s.user)
+            trial = trials.filter(pk=int(ref.removeprefix("trial:"))).first()
             if trial is None:
                 errors.append({"field": where, "message": f"no trial {ref.removeprefix('trial:')} of yours"})
-            elif not Artifact.objects.filter(trial=trial, kind="pcap").exists():
-                errors.append({"field": where, "message": f"trial {trial.pk} has no packet capture (pcap "
-                               "artifact) to replay"})  # fmt: skip
+                continue
+            for _receiver, problem in capture_input_named.send(sender=Trial, trial=trial):
+                if problem:
+                    errors.append({"field": where, "message": problem})
     return errors
 
 

@@ -50,6 +50,16 @@ def flatten(detail: Any, prefix: str = "") -> list[dict[str, str]]:
     return out
 
 
+def int_param(request: Any, name: str) -> int | None:
+    """A whole-number query parameter (``?sweep=3``); None when absent, a 400 naming it when not a number."""
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return None
+    if not raw.isdigit():
+        raise ValidationError({name: [f"must be a whole number, got {raw!r}"]})
+    return int(raw)
+
+
 def errors_response(errors: list[dict[str, str]], status: int = 400) -> Response:
     return Response(
         {"errors": errors, "detail": "; ".join(f"{e['field']}: {e['message']}" for e in errors)},

@@ -1,4 +1,5 @@
-"""App config; deleting an Artifact row also deletes its file."""
+"""App config: deleting an Artifact row deletes its file; results takes part in experiments' decisions
+(``experiments.signals``: a capture input, a sweep's deletion) and in the scheduler loop (retention)."""
 
 from django.apps import AppConfig
 
@@ -20,3 +21,11 @@ class ResultsConfig(AppConfig):
                 instance.file.delete(save=False)
 
         post_delete.connect(delete_file, sender=Artifact, dispatch_uid="results.artifact.delete_file")
+
+        from experiments.signals import capture_input_named, deleting, deletion_planned
+        from results import deletion
+        from results.services import capture_input_problem
+
+        capture_input_named.connect(capture_input_problem, dispatch_uid="results.capture_input_problem")
+        deletion_planned.connect(deletion.count_artifacts, dispatch_uid="results.count_artifacts")
+        deleting.connect(deletion.remove_artifact_files, dispatch_uid="results.remove_artifact_files")

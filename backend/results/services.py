@@ -18,7 +18,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from django.apps import apps
 from django.conf import settings
 from django.core.files import File
 from django.db import transaction
@@ -30,6 +29,7 @@ from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
 from results import kinds
 from results.models import Artifact, Sample, SeriesPoint, SummaryValue
+from results.signals import artifacts_in_use
 
 log = logging.getLogger("qoelab.results")
 
@@ -121,6 +121,13 @@ def ingest_result(trial: Trial, result: dict[str, Any]) -> None:
             ],
             batch_size=5000,
         )
+
+
+def capture_input_problem(sender: type, trial: Trial, **kwargs: Any) -> str | None:
+    """Why ``trial`` cannot be a sweep's capture input (``trial:N``), or None: it must have a pcap."""
+    if Artifact.objects.filter(trial=trial, kind="pcap").exists():
+        return None
+    return f"trial {trial.pk} has no packet capture (pcap artifact) to replay"
 
 
 class ArtifactRejected(Exception):
@@ -338,14 +345,15 @@ def prune_artifacts(
     """Delete artifacts (file and row) created more than ``older_than`` ago, optionally of some kinds.
 
     Only the raw files go: samples, series and summaries stay, so charts and CSV exports are
-    unchanged. Videos that a rating campaign's condition points at are kept (a campaign without
-    its videos could not be rated). A file already missing from storage still has its row removed.
+    unchanged. Artifacts an app above says are in use are kept (``signals.artifacts_in_use``: the
+    videos a rating campaign's condition shows; a campaign without its videos could not be rated).
+    A file already missing from storage still has its row removed.
     """
     cutoff = (now or timezone.now()) - older_than
     old = Artifact.objects.filter(created__lt=cutoff)
     if kinds:
         old = old.filter(kind__in=kinds)
-    used = _artifacts_used_by_ratings()
+    used = _artifacts_in_use()
     kept = old.filter(pk__in=used).count() if used else 0
     doomed = list(old.exclude(pk__in=used).only("pk", "file", "size"))
     total = sum(a.size for a in doomed)
@@ -371,12 +379,8 @@ def apply_retention() -> PruneReport | None:
     return report
 
 
-def _artifacts_used_by_ratings() -> set[int]:
-    # ratings depends on results, not the other way round: look the model up only if installed.
-    if not apps.is_installed("ratings"):
-        return set()
-    condition = apps.get_model("ratings", "Condition")
+def _artifacts_in_use() -> set[int]:
     used: set[int] = set()
-    for recording, reference in condition.objects.values_list("recording_id", "reference_id"):
-        used.update(pk for pk in (recording, reference) if pk is not None)
+    for _receiver, ids in artifacts_in_use.send(sender=Artifact):
+        used |= set(ids or ())
     return used

@@ -3,22 +3,14 @@ backend has no import cycle. Read from the source, function-local imports includ
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 
 from fixtures.imports import cycles, modules, needs
 from qoelab_web.layers import FLOORS, floor_of
 
 BACKEND = Path(__file__).resolve().parents[2] / "backend"
-
-# Upward imports still to remove (issue 35). The list only shrinks: a new upward import fails, and so
-# does an entry that no longer holds, so the next person deletes it.
-STILL_UPWARD = {
-    ("experiments.api.serializers", "results"),  # a trial's artifacts in its API answer
-    ("experiments.api.views", "results"),  # a sweep's aggregate endpoint
-    ("experiments.lifecycle", "results"),  # deleting a sweep counts and removes its artifacts
-    ("experiments.lifecycle", "ratings"),  # ... and the rating campaigns built on it
-    ("experiments.sweep_spec", "results"),  # a trial:N capture input must have a pcap
-}
 
 
 def backend_graph() -> dict[str, set[str]]:
@@ -41,14 +33,43 @@ def upward(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
 
 
 def test_no_backend_import_points_up_a_floor() -> None:
-    found = upward(backend_graph())
-    new = sorted(found - STILL_UPWARD)
-    gone = sorted(STILL_UPWARD - found)
-    assert not new, "imports that point up a floor (qoelab_web.layers):\n" + "\n".join(
-        f"{a} -> {b}" for a, b in new
+    found = sorted(upward(backend_graph()))
+    assert not found, "imports that point up a floor (qoelab_web.layers):\n" + "\n".join(
+        f"{a} -> {b}" for a, b in found
     )
-    assert not gone, "no longer upward, delete from STILL_UPWARD:\n" + "\n".join(
-        f"{a} -> {b}" for a, b in gone
+
+
+MODEL_LABEL = re.compile(r"^([a-z_]+)\.[A-Z]\w*$")  # "ratings.Campaign", as a ForeignKey names a model
+
+
+def model_lookups_up(name: str, path: Path) -> set[tuple[str, str]]:
+    """(module, higher floor) for each model it reaches by name instead of by import: an
+    ``"app.Model"`` label or ``apps.get_model("app", …)`` / ``apps.is_installed("app")``."""
+    floor = floor_of(name)
+    rank = {f: i for i, f in enumerate(FLOORS)}
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        named: list[str] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and MODEL_LABEL.match(node.value):
+            named.append(node.value.split(".")[0])
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("get_model", "is_installed"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                named.append(first.value.split(".")[0])
+        out |= {(name, app) for app in named if floor and app in rank and rank[app] > rank[floor]}
+    return out
+
+
+def test_no_model_is_reached_by_name_up_a_floor() -> None:
+    roots = [BACKEND / f for f in FLOORS if (BACKEND / f / "__init__.py").exists()]
+    found = sorted(
+        hit
+        for name, path in modules(*roots).items()
+        if ".migrations." not in name
+        for hit in model_lookups_up(name, path)
+    )
+    assert not found, "models of a higher floor reached by name:\n" + "\n".join(
+        f"{a} -> {b}" for a, b in found
     )
 
 
@@ -67,3 +88,7 @@ def test_the_check_sees_a_function_local_upward_import(tmp_path: Path) -> None:
     known = modules(tmp_path / "hosts", tmp_path / "ratings")
     graph = {name: needs(name, path, known) for name, path in known.items()}
     assert upward(graph) == {("hosts.views", "ratings")}
+    (tmp_path / "hosts" / "models.py").write_text(
+        'from django.apps import apps\nC = apps.get_model("ratings", "X")\n'
+    )
+    assert model_lookups_up("hosts.models", tmp_path / "hosts" / "models.py") == {("hosts.models", "ratings")}

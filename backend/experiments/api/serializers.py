@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.urls import reverse
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from experiments import jobtypes, services
 from experiments.choices import SweepOrder, TrialStatus
 from experiments.models import Experiment, Sweep, Trial
-from results.models import Artifact
 
 
 class ExperimentSerializer(serializers.ModelSerializer):
@@ -175,100 +173,6 @@ class TrialSerializer(serializers.ModelSerializer):
             "error",
         ]
         read_only_fields = fields
-
-
-class ArtifactSerializer(serializers.ModelSerializer):
-    download_url = serializers.SerializerMethodField()
-
-    class Meta:
-        model = Artifact
-        fields = ["id", "attempt", "kind", "name", "size", "sha256", "created", "download_url"]
-        read_only_fields = fields
-
-    def get_download_url(self, obj: Artifact) -> str:
-        return reverse("artifact-download", args=[obj.pk])
-
-
-class SampleOutSerializer(serializers.Serializer):
-    kind = serializers.CharField()
-    index = serializers.IntegerField()
-    values = serializers.DictField()
-
-
-class SeriesOutSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    t = serializers.ListField(child=serializers.FloatField())
-    value = serializers.ListField(child=serializers.FloatField())
-
-
-class TrialDetailSerializer(TrialSerializer):
-    summary = serializers.SerializerMethodField()
-    samples = serializers.SerializerMethodField()
-    series = serializers.SerializerMethodField()
-    artifacts = ArtifactSerializer(many=True, read_only=True)
-
-    class Meta(TrialSerializer.Meta):
-        fields = [
-            *TrialSerializer.Meta.fields,
-            "attempt_log",
-            "provenance",
-            "link",
-            "summary",
-            "samples",
-            "series",
-            "artifacts",
-        ]
-        read_only_fields = fields
-
-    @extend_schema_field(serializers.DictField(child=serializers.FloatField()))
-    def get_summary(self, obj: Trial) -> dict[str, float]:
-        return dict(obj.summary.values_list("name", "value"))
-
-    @extend_schema_field(SampleOutSerializer(many=True))
-    def get_samples(self, obj: Trial) -> list[dict[str, Any]]:
-        return list(obj.samples.values("kind", "index", "values"))
-
-    @extend_schema_field(SeriesOutSerializer(many=True))
-    def get_series(self, obj: Trial) -> list[dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for name, t, value in obj.series.values_list("name", "t", "value"):
-            s = out.setdefault(name, {"name": name, "t": [], "value": []})
-            s["t"].append(t)
-            s["value"].append(value)
-        return list(out.values())
-
-
-class AggregatePointSerializer(serializers.Serializer):
-    x = serializers.JSONField()
-    mean = serializers.FloatField()
-    ci_low = serializers.FloatField(allow_null=True)
-    ci_high = serializers.FloatField(allow_null=True)
-    sd = serializers.FloatField(allow_null=True)
-    n = serializers.IntegerField()
-
-
-class AggregateSeriesSerializer(serializers.Serializer):
-    value = serializers.JSONField(help_text="the series parameter's value (null without series)")
-    points = AggregatePointSerializer(many=True)
-
-
-class AggregateSerializer(serializers.Serializer):
-    metric = serializers.CharField()
-    x = serializers.CharField()
-    series_param = serializers.CharField(allow_null=True)
-    source = serializers.CharField()
-    series = AggregateSeriesSerializer(many=True)
-
-
-class AggregateQuerySerializer(serializers.Serializer):
-    metric = serializers.RegexField(
-        r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$", help_text="summary metric or sample value"
-    )
-    x = serializers.CharField(help_text="parameter on the x axis; with source=series, t (the time)")
-    series = serializers.CharField(required=False, help_text="parameter splitting the points into series")
-    source = serializers.ChoiceField(
-        choices=["summary", "samples", "series", "curve"], default="summary", required=False
-    )
 
 
 class JobTypeSerializer(serializers.Serializer):

@@ -1,4 +1,4 @@
-"""Researcher routes: /api/experiments/, /api/sweeps/, /api/trials/, /api/job-types/."""
+"""Researcher routes: /api/experiments/, /api/sweeps/, /api/job-types/ (results and trials: results.api)."""
 
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
@@ -9,7 +9,6 @@ router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("experiments", views.ExperimentViewSet, basename="experiment")
 router.register("sweeps", views.SweepViewSet, basename="sweep")
-router.register("trials", views.TrialViewSet, basename="trial")
 router.register("job-types", views.JobTypeViewSet, basename="job-type")
 
 urlpatterns = [path("", include(router.urls))]

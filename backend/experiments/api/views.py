@@ -1,4 +1,8 @@
-"""Researcher API: experiments, sweeps (create, progress, cancel, aggregate), trials, job types."""
+"""Researcher API: experiments, sweeps (create, progress, cancel, re-run), job types.
+
+A sweep's results (aggregate, findings, tables, export) and the trials with what they produced are
+the ``results`` app's API (``results.api``), on the same /api/sweeps/ and /api/trials/ paths.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +19,6 @@ from rest_framework.response import Response
 from accounts.permissions import IsResearcher
 from experiments import archiving, jobtypes, lifecycle, services
 from experiments.api.serializers import (
-    AggregateQuerySerializer,
-    AggregateSerializer,
     CancelReplySerializer,
     ExperimentSerializer,
     JobTypeSerializer,
@@ -24,28 +26,15 @@ from experiments.api.serializers import (
     RerunReplySerializer,
     SweepSerializer,
     SweepSpecSerializer,
-    TrialDetailSerializer,
-    TrialSerializer,
 )
-from experiments.choices import TrialStatus
-from experiments.models import Experiment, Sweep, Trial
-from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
-from results.services import aggregate
+from experiments.models import Experiment, Sweep
+from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response, int_param
 
 LISTED_SWEEP_FIELDS = (
     *(f.name for f in Sweep._meta.concrete_fields),
     "experiment__name",
     "created_by__username",
 )
-
-
-def _int_param(request: Request, name: str) -> int | None:
-    raw = request.query_params.get(name)
-    if raw in (None, ""):
-        return None
-    if not raw.isdigit():
-        raise ValidationError({name: [f"must be a whole number, got {raw!r}"]})
-    return int(raw)
 
 
 def _archived(qs: QuerySet, request: Request, field_path: str = "archived_at") -> QuerySet:
@@ -159,7 +148,7 @@ class SweepViewSet(
 
     def get_queryset(self) -> QuerySet:
         qs = Sweep.objects.select_related("experiment", "created_by").visible_to(self.request.user)
-        if (exp := _int_param(self.request, "experiment")) is not None:
+        if (exp := int_param(self.request, "experiment")) is not None:
             qs = qs.filter(experiment_id=exp)
         if self.action == "list":  # a sweep of an archived experiment stays reachable by its id
             qs = _archived(qs, self.request, "experiment__archived_at")
@@ -231,65 +220,6 @@ class SweepViewSet(
         return Response(
             {"requeued": n, "sweep": SweepSerializer(sweep, context=self.get_serializer_context()).data}
         )
-
-    @extend_schema(
-        parameters=[AggregateQuerySerializer],
-        responses={200: AggregateSerializer, 400: ErrorSerializer},
-        summary="Mean and 95 % CI (Student t) of a metric per x value and series value",
-    )
-    @action(detail=True, methods=["get"])
-    def aggregate(self, request: Request, pk: str | None = None) -> Response:
-        sweep = self.get_object()
-        query = AggregateQuerySerializer(data=request.query_params)
-        query.is_valid(raise_exception=True)
-        q = query.validated_data
-        job = jobtypes.get_job(sweep.job_type)
-        names = jobtypes.param_names(job) if job else list(sweep.grid) + list(sweep.fixed)
-        if q.get("source") == "series":
-            names = [*names, "t"]  # a time series' own time
-        errors = [
-            {
-                "field": f,
-                "message": f"is not a parameter of job type {sweep.job_type!r} "
-                f"(parameters: {', '.join(names)})",
-            }
-            for f in ("x", "series")
-            if q.get(f) and q[f] not in names
-        ]
-        if errors:
-            return errors_response(errors)
-        return Response(aggregate(sweep, q["metric"], q["x"], q.get("series"), q.get("source", "summary")))
-
-
-@extend_schema(tags=["trials"])
-@extend_schema_view(
-    list=extend_schema(
-        parameters=[
-            OpenApiParameter("sweep", int, description="only this sweep"),
-            OpenApiParameter("status", str, enum=TrialStatus.values, description="only this status"),
-        ]
-    )
-)
-class TrialViewSet(viewsets.ReadOnlyModelViewSet):
-    """Trials of your sweeps; the detail carries summary, samples, series and artifacts."""
-
-    queryset = Trial.objects.none()
-    permission_classes = [IsResearcher]
-
-    def get_serializer_class(self) -> type:
-        return TrialDetailSerializer if self.action == "retrieve" else TrialSerializer
-
-    def get_queryset(self) -> QuerySet:
-        qs = Trial.objects.visible_to(self.request.user)
-        if (sweep := _int_param(self.request, "sweep")) is not None:
-            qs = qs.filter(sweep_id=sweep)
-        if st := self.request.query_params.get("status"):
-            if st not in TrialStatus.values:
-                raise ValidationError(
-                    {"status": [f"must be one of {', '.join(TrialStatus.values)}, got {st!r}"]}
-                )
-            qs = qs.filter(status=st)
-        return qs.order_by("sweep_id", "index")
 
 
 @extend_schema(tags=["job types"])
