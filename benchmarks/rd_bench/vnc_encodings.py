@@ -25,7 +25,7 @@ from pathlib import Path
 
 import dpkt
 
-from qoelab.rd.pcapfile import iter_ip
+from qoelab.packets.pcapfile import iter_ip
 
 TIGHT, RAW, COPYRECT = 7, 0, 1
 CURSOR, XCURSOR, LAST_RECT, EXT_DESKTOP, LED = -239, -240, -224, -307, -261

@@ -41,8 +41,8 @@ def recorded_files(tmp_path_factory: Any) -> dict[str, Path]:
     reason = _missing()
     if reason:
         pytest.skip(reason)
+    from qoelab.procs import ProcSet
     from qoelab.rd.display import start_xvfb
-    from qoelab.rd.procs import ProcSet
     from qoelab.rd.record import Recording, finish, record_reference
     from qoelab.rd.workload import generate
 

@@ -23,7 +23,7 @@ import pytest
 from qoelab import jobs
 from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
-from qoelab.rd.procs import ENV_LINK, ENV_RD
+from qoelab.procs import ENV_LINK, ENV_RD
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 JOB = jobs.get("rd_qoe")

@@ -19,8 +19,8 @@ import pytest
 from qoelab import jobs
 from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
+from qoelab.procs import ENV_RD, ProcSet
 from qoelab.rd.display import start_xvfb
-from qoelab.rd.procs import ENV_RD, ProcSet
 from qoelab.rd.record import REFERENCE_NAME, Recording, finish, probe
 
 JOB = jobs.get("rd_qoe")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from qoelab.procs import ProcSet
 from qoelab.rd.display import ScreenWatch, display_free, find_free_display, start_xvfb, wait_stable
-from qoelab.rd.procs import ProcSet
 
 pytestmark = pytest.mark.netns
 

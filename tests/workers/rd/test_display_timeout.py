@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from qoelab.procs import SetupError
 from qoelab.rd.display import Display
-from qoelab.rd.procs import SetupError
 
 X11_DIR = Path("/tmp/.X11-unix")
 

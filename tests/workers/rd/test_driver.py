@@ -12,11 +12,11 @@ import time
 
 import pytest
 
-from qoelab.rd.capture import PayloadWatch
+from qoelab.packets.capture import PayloadWatch
+from qoelab.procs import ProcSet, wait_for
 from qoelab.rd.desktop import SCREEN_H, SCREEN_W, chromium_argv, serve_pages
 from qoelab.rd.display import start_xvfb
 from qoelab.rd.driver import DriverParams, drive, identify_page
-from qoelab.rd.procs import ProcSet, wait_for
 from qoelab.rd.workload import find_link, generate
 
 pytestmark = pytest.mark.netns

@@ -13,8 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from qoelab.procs import ENV_RD
 from qoelab.rd.cleanup import cleanup_leftovers, find_processes
-from qoelab.rd.procs import ENV_RD
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 ROLES = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from qoelab import procs
 from qoelab.errors import MissingToolError, ParameterError
-from qoelab.rd import procs
 from qoelab.rd.clients import resolve_settings
 from qoelab.rd.desktop import spice_xorg_conf
 

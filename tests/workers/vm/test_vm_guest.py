@@ -71,8 +71,8 @@ def test_a_guest_serves_vnc_and_ssh_on_the_server_side_and_leaves_nothing(image,
     about 50 s under TCG."""
     from qoelab.emulation import LinkProfile, emulated_link
     from qoelab.emulation.topology import SERVER_IP
+    from qoelab.procs import ProcSet
     from qoelab.rd.desktop import serve_pages
-    from qoelab.rd.procs import ProcSet
     from qoelab.rd.workload import generate
     from qoelab.vm.bench import _link_on_screen, forward_ssh_to_guest, ns_run
     from qoelab.vm.qemu import DEFAULT_MEMORY_MB

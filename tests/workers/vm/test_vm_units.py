@@ -321,7 +321,7 @@ def test_the_guests_reports_are_its_serial_lines_and_the_kernels_oom_kills(tmp_p
 
 
 def test_only_an_x2go_viewer_that_ended_before_the_measurement_earns_another_session(tmp_path: Path) -> None:
-    from qoelab.rd.procs import ProcSet
+    from qoelab.procs import ProcSet
     from qoelab.vm.bench import _viewer_ended_early
 
     procs = ProcSet("qvt0", tmp_path)
@@ -343,7 +343,7 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
     from collections.abc import Callable
     from types import SimpleNamespace
 
-    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.procs import ProcSet, SetupError
     from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
     from qoelab.vm.reports import X2GO_BROWSER_STALL
 
@@ -404,7 +404,7 @@ CONSOLE_GAVE_UP = [*(f"QOELAB-BROWSER-RESTART console {n} {60 * n}.0" for n in (
 
 def _failing_x2go_measure(procs, timings: dict[str, float], *, after_setup: bool, message: str):
     """A measurement that fails with ``message``: after its setup completed, or with its viewer gone."""
-    from qoelab.rd.procs import SetupError
+    from qoelab.procs import SetupError
 
     def measure() -> str:
         if after_setup:
@@ -459,7 +459,7 @@ def test_the_x2go_stall_label_needs_a_gave_up_x2go_browser_before_setup_complete
 def test_an_unrelated_error_after_setup_keeps_its_message_without_the_stall_label(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.procs import ProcSet, SetupError
     from qoelab.vm.bench import _measure_reporting_the_guest
     from qoelab.vm.reports import X2GO_BROWSER_STALL
 
@@ -480,7 +480,7 @@ def test_an_unrelated_error_after_setup_keeps_its_message_without_the_stall_labe
 def test_a_console_browsers_restarts_at_a_cold_boot_never_make_the_x2go_label(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.procs import ProcSet, SetupError
     from qoelab.vm.bench import X2GO_SESSION_ATTEMPTS, _measure_reporting_the_guest
     from qoelab.vm.reports import X2GO_BROWSER_STALL
 
@@ -499,7 +499,7 @@ def test_a_console_browsers_restarts_at_a_cold_boot_never_make_the_x2go_label(tm
 def test_an_x2go_browser_that_gave_up_before_setup_is_named_with_its_restarts(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from qoelab.rd.procs import ProcSet, SetupError
+    from qoelab.procs import ProcSet, SetupError
     from qoelab.vm.bench import _measure_reporting_the_guest
     from qoelab.vm.reports import X2GO_BROWSER_STALL
 

@@ -12,7 +12,7 @@ From a capture taken on the client side of the link, each screen update is measu
 Updates are anchored on the driver's clicks when a clicks file is given, otherwise segmented by
 quiet periods. Every TCP/UDP connection between the client and the server hosts counts (SPICE opens
 several channels). The rules, with their edge cases, are in docs/rd-analysis.md; reading the
-capture file is ``qoelab.rd.pcapfile``'s.
+capture file is ``qoelab.packets.pcapfile``'s.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 from scipy import stats
 
 from qoelab.errors import ParameterError
+from qoelab.packets.pcapfile import CaptureError, CaptureInfo, Packet, read_packets
 from qoelab.rd.clicks import Click
-from qoelab.rd.pcapfile import CaptureError, CaptureInfo, Packet, read_packets
 
 __all__ = [
     "AnalysisResult",

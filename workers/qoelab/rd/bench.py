@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
-from qoelab.rd.capture import Capture, PayloadWatch
+from qoelab.packets.capture import Capture, PayloadWatch
+from qoelab.procs import ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.clients import fit_viewer_window, resolve_settings, start_viewer
 from qoelab.rd.desktop import PROTOCOLS, ServerSide, find_x2go_agent_display, start_server_side
 from qoelab.rd.display import Display, start_xvfb
@@ -30,7 +31,6 @@ from qoelab.rd.driver import DriverParams, drive
 from qoelab.rd.geometry import desktop_extent, root_size
 from qoelab.rd.keystrokes import DEFAULT_GAP_S, TypingPlan, type_keys
 from qoelab.rd.keystrokes import plan as typing_plan
-from qoelab.rd.procs import ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.workload import EDITOR_FILE, Manifest, Rect, find_link, generate, generate_editor
 
 CLIENT_SCREEN = (1024, 768)  # larger than 800x600 so viewer menus or borders never crop the desktop

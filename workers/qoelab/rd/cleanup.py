@@ -21,8 +21,8 @@ from pathlib import Path
 import psutil
 
 from qoelab.emulation.system import kill_processes
+from qoelab.procs import ENV_RD
 from qoelab.rd.display import DISPLAY_RANGE, display_free
-from qoelab.rd.procs import ENV_RD
 
 log = logging.getLogger("qoelab.rd.cleanup")
 _PREFIX_OK = re.compile(r"^[a-z][a-z0-9-]{1,20}$")
@@ -88,8 +88,8 @@ def terminate_x2go_sessions(prefix: str, server_ns: str, timeout: float = 10.0) 
     server script in the server namespace ends the agent and marks the session finished in
     X2Go's session database, so the client can simply be killed. Returns the sessions ended.
     """
+    from qoelab.procs import run
     from qoelab.rd.desktop import RD_USER
-    from qoelab.rd.procs import run
 
     ended = []
     for home in _rd_homes():

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
+from qoelab.procs import Proc, ProcSet, require_tool, wait_for
 from qoelab.rd.desktop import SCREEN_H, SCREEN_W, SERVER_DEFAULTS, VNC_SERVERS, ServerSide, check_irlimit
 from qoelab.rd.display import Display
-from qoelab.rd.procs import Proc, ProcSet, require_tool, wait_for
 
 CLIENT_DEFAULTS: dict[str, dict[str, Any]] = {
     "vnc": {"compresslevel": 9, "quality": 5, "encodings": None, "viewer_args": []},

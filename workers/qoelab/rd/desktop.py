@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
+from qoelab.procs import Proc, ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.display import Display, start_x_server, start_xvfb
-from qoelab.rd.procs import Proc, ProcSet, SetupError, require_tool, wait_for
 
 PROTOCOLS = ("vnc", "spice", "x2go")
 SCREEN_W, SCREEN_H = 800, 600

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qoelab.rd.procs import Proc, ProcSet, SetupError, require_tool, run, wait_for
+from qoelab.procs import Proc, ProcSet, SetupError, require_tool, run, wait_for
 
 DISPLAY_RANGE = (300, 600)  # away from :0.. (desktops) and the low numbers other tools pick
 X11_DIR = Path("/tmp/.X11-unix")

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from qoelab.errors import ParameterError
-from qoelab.rd.capture import PayloadWatch
+from qoelab.packets.capture import PayloadWatch
 from qoelab.rd.display import Display, ScreenWatch
 from qoelab.rd.workload import Manifest, Rect, find_link
 

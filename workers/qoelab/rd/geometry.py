@@ -15,8 +15,8 @@ import re
 
 import numpy as np
 
+from qoelab.procs import require_tool, run
 from qoelab.rd.display import Display
-from qoelab.rd.procs import require_tool, run
 
 BLACK_MAX = 16  # a channel value at most this counts as black (Xvfb's background is 0,0,0)
 

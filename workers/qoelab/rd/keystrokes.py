@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from qoelab.errors import ParameterError
 
 if TYPE_CHECKING:  # light at import: the job type's declaration (backend too) reads the constants
-    from qoelab.rd.capture import PayloadWatch
+    from qoelab.packets.capture import PayloadWatch
     from qoelab.rd.display import Display
     from qoelab.rd.workload import Rect
 
@@ -152,7 +152,7 @@ def echo_times(
     import bisect
     import math
 
-    from qoelab.rd.pcapfile import read_packets
+    from qoelab.packets.pcapfile import read_packets
 
     packets, _info = read_packets(pcap)
     up = [p.ts for p in packets if p.dst == server_ip and p.src != server_ip and p.effective]

@@ -45,8 +45,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from qoelab.errors import ParameterError
+from qoelab.procs import Proc, ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.desktop import ServerSide, start_server_side
-from qoelab.rd.procs import Proc, ProcSet, SetupError, require_tool, wait_for
 from qoelab.rd.workload import generate
 
 LIVE_PROTOCOLS = ("vnc", "spice", "x2go")

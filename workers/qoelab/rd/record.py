@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qoelab.procs import ProcSet, SetupError, marked_env, require_tool, run, wait_for
 from qoelab.rd.display import Display, start_xvfb
-from qoelab.rd.procs import ProcSet, SetupError, marked_env, require_tool, run, wait_for
 from qoelab.rd.workload import Manifest, find_link
 
 log = logging.getLogger("qoelab.rd.record")

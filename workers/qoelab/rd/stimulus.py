@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from qoelab.procs import require_tool
 from qoelab.rd.geometry import desktop_extent, fills
-from qoelab.rd.procs import require_tool
 from qoelab.rd.record import SIZE, probe
 
 # Mean absolute difference (0-255, grey) of the two first frames, downscaled to 200 x 150 to

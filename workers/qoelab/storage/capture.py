@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.emulation.topology import EmulatedLink
-from qoelab.rd.capture import Capture
-from qoelab.rd.procs import ProcSet, require_tool
+from qoelab.packets.capture import Capture
+from qoelab.procs import ProcSet, require_tool
 
 SNAPLEN = 1024  # whole NFSv4 compounds (a CREATE with its attributes), iSCSI and HTTP headers
 # A client's request, per target (tshark display filters) and the Info column's shape of one.

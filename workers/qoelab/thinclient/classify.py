@@ -22,7 +22,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from qoelab.rd.pcapfile import CaptureError
+from qoelab.packets.pcapfile import CaptureError
 from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel
 from qoelab.thinclient.trace import Flow, connections, flows, transitions
 

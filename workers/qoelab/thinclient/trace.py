@@ -37,7 +37,7 @@ def connections(
     """(time, payload bytes) of the server's data segments, per TCP connection, each in time order.
 
     pcap or pcapng (Ethernet, Linux cooked v1/v2, raw IP, loopback), read by the lab's one capture
-    reader (``qoelab.rd.pcapfile.read_packets``). Pure ACKs carry nothing and are left out; a segment
+    reader (``qoelab.packets.pcapfile.read_packets``). Pure ACKs carry nothing and are left out; a segment
     that only repeats sequence bytes already seen (a retransmission, or a keep-alive probe) is left out,
     and one that repeats some counts its new bytes only. The server side of a connection is the
     endpoint that matches ``server_ip`` and ``server_port`` (those given); when both ends match, or
@@ -47,7 +47,7 @@ def connections(
     import ipaddress
 
     from qoelab.errors import ParameterError
-    from qoelab.rd.pcapfile import read_packets
+    from qoelab.packets.pcapfile import read_packets
 
     if server_ip is not None:
         try:  # the reader writes addresses in their short form (IPv6 compressed)

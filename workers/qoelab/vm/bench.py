@@ -24,11 +24,11 @@ from PIL import Image
 
 from qoelab.emulation.system import find_tool, ns_exec_argv
 from qoelab.errors import ParameterError
+from qoelab.procs import ProcSet, SetupError, require_tool
 from qoelab.rd.bench import add_recordings, analyze_into, base_result, measure_client_side, package_versions
 from qoelab.rd.clients import resolve_settings
 from qoelab.rd.desktop import ServerSide, serve_pages
 from qoelab.rd.driver import DriverParams
-from qoelab.rd.procs import ProcSet, SetupError, require_tool
 from qoelab.rd.workload import find_link, generate
 from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, resolve_accel, running_guest
 from qoelab.vm.image import GuestImage, load_image

@@ -1,4 +1,4 @@
-"""Processes of a remote-desktop trial: started in a namespace, in their own process group, marked.
+"""Processes of a trial: started in a namespace, in their own process group, marked with its prefix.
 
 Every process carries ``QOELAB_RD_PREFIX=<prefix>`` and ``QOELAB_LINK_PREFIX=<prefix>`` in its
 environment, so :func:`qoelab.rd.cleanup.cleanup_leftovers` (and the link's own cleanup) can find

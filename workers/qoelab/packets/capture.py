@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from qoelab.rd.procs import Proc, ProcSet, SetupError, require_tool, wait_for
+from qoelab.procs import Proc, ProcSet, SetupError, require_tool, wait_for
 
 ETH_P_ALL = 0x0003
 
