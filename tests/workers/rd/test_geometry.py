@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from qoelab.errors import ParameterError
-from qoelab.rd.bench import run_bench
+from qoelab.rd.bench import BenchRequest, run_bench
 from qoelab.rd.clients import resolve_settings
 from qoelab.rd.desktop import x2go_agent_options
 from qoelab.rd.geometry import desktop_extent, fills
@@ -66,21 +66,18 @@ def link_1mbit(rd_prefix):
 @pytest.mark.slow
 @pytest.mark.parametrize("protocol", ["vnc", "spice", "x2go"])
 def test_every_protocol_shows_the_whole_800x600_desktop(protocol, link_1mbit, tmp_path):
-    result = run_bench(
+    request = BenchRequest.across(
+        link_1mbit,
         protocol,
-        link_1mbit.server_ns,
-        link_1mbit.client_ns,
-        link_1mbit.server_ip,
-        link_1mbit.client_if,
         tmp_path,
         # X2Go: stock nxagent showed the gap on 1-5 of 5 updates per trial; five make a miss unlikely.
         pages=5 if protocol == "x2go" else 2,
         quiet_s=0.5,
         pause_s=0.2,
         update_timeout_s=20,
-        prefix=link_1mbit.prefix,
         record=True,
     )
+    result = run_bench(request)
     # What an evaluator in recorded mode is shown starts as the reference does: the same size, no
     # black band, the same page in the same place (issue 15; qoelab.rd.stimulus).
     recordings = result["recordings"]

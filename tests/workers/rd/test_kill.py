@@ -34,13 +34,13 @@ SCRIPT = textwrap.dedent(
     import sys
     from pathlib import Path
     from qoelab.emulation import LinkProfile, emulated_link
-    from qoelab.rd.bench import run_bench
+    from qoelab.rd.bench import BenchRequest, run_bench
 
     protocol, prefix, workdir = sys.argv[1], sys.argv[2], Path(sys.argv[3])
     started = workdir / "driving"
     with emulated_link(LinkProfile.parse(rate="10mbit", delay="10ms"), prefix=prefix) as link:
-        run_bench(protocol, link.server_ns, link.client_ns, link.server_ip, link.client_if, workdir / "trial",
-                  pages=40, pause_s=2, prefix=prefix, on_step=lambda i: started.write_text(str(i)))
+        request = BenchRequest.across(link, protocol, workdir / "trial", pages=40, pause_s=2, prefix=prefix)
+        run_bench(request, on_step=lambda i: started.write_text(str(i)))
     """
 )
 

@@ -12,7 +12,7 @@ import socket
 import dpkt
 import pytest
 
-from qoelab.rd.bench import run_bench
+from qoelab.rd.bench import BenchRequest, run_bench
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
@@ -43,17 +43,9 @@ def _payload_times(pcap, server_ip: str) -> list[float]:
 @pytest.mark.parametrize("protocol", ["vnc", "spice", "x2go"])
 def test_a_two_page_session_captures_an_update_after_each_click(protocol, rd_link, tmp_path):
     result = run_bench(
-        protocol,
-        rd_link.server_ns,
-        rd_link.client_ns,
-        rd_link.server_ip,
-        rd_link.client_if,
-        tmp_path,
-        pages=2,
-        quiet_s=0.3,
-        pause_s=0.2,
-        update_timeout_s=15,
-        prefix=rd_link.prefix,
+        BenchRequest.across(
+            rd_link, protocol, tmp_path, pages=2, quiet_s=0.3, pause_s=0.2, update_timeout_s=15
+        )
     )
     pcap = tmp_path / "capture.pcap"
     doc = json.loads((tmp_path / "clicks.json").read_text())

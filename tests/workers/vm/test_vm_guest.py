@@ -166,6 +166,7 @@ def test_a_guest_never_ready_fails_with_its_console_and_leaves_nothing(image, tm
 @pytest.mark.parametrize("protocol", ["vnc", "spice", "x2go"])
 def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: Path, protocol: str) -> None:
     from qoelab.emulation import LinkProfile, emulated_link
+    from qoelab.rd.bench import BenchRequest
     from qoelab.vm.bench import run_vm_bench
 
     prefix = "qvb" + secrets.token_hex(3)
@@ -174,9 +175,8 @@ def test_a_vm_mode_trial_measures_real_updates_across_the_link(image, tmp_path: 
     with link_cm as link:
         # quiet 2 s: under TCG the guest can pause longer than 0.5 s in the middle of a page change.
         result = run_vm_bench(
-            protocol, link.server_ns, link.client_ns, link.server_ip, link.client_if, tmp_path,
-            pages=2, quiet_s=2.0, prefix=prefix, record=record,
-        )  # fmt: skip
+            BenchRequest.across(link, protocol, tmp_path, pages=2, quiet_s=2.0, record=record)
+        )
     print(f"{protocol}: vm {result['vm']['accel']} ready {result['vm']['boot_to_ready_s']} s, T/X:",
           [(u["T_ms"] and round(u["T_ms"]), u["bytes_down"]) for u in result["updates"]])  # fmt: skip
     assert result["vm"]["accel"] in ("kvm", "tcg")

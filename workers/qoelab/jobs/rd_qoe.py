@@ -308,7 +308,7 @@ RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `recor
 def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
     from qoelab.emulation.reuse import measured_or_reused, verify_condition
     from qoelab.emulation.topology import emulated_link
-    from qoelab.rd.bench import run_bench
+    from qoelab.rd.bench import BenchRequest, run_bench
 
     profile = params.to_profile(seed=params.seed)
     log_path = ctx.workdir / "linkemu.log"
@@ -329,19 +329,9 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 if not c["ok"]:
                     ctx.log.warning("link check %s outside tolerance: configured %s, measured %s",
                                     c["name"], c["configured"], c["measured"])  # fmt: skip
-            if params.server == "vm":
-                from qoelab.vm.bench import run_vm_bench
-
-                bench: Any = run_vm_bench
-            else:
-                bench = run_bench
-            clock = time.monotonic()
-            result = bench(
+            request = BenchRequest.across(
+                link,
                 params.protocol,
-                link.server_ns,
-                link.client_ns,
-                link.server_ip,
-                link.client_if,
                 trial_dir,
                 pages=params.pages,
                 seed=params.seed,
@@ -349,21 +339,19 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
                 pause_s=float(params.pause),
                 update_timeout_s=float(params.update_timeout),
                 settings=params.settings(),
-                log=ctx.log,
                 prefix=ctx.prefix,
                 record=params.record,
-                **({"start": params.vm_start} if params.server == "vm" else {}),
-                # Only when typing: the page workload calls the bench exactly as before.
-                **(
-                    {
-                        "workload": "typing",
-                        "keystrokes": params.keystrokes,
-                        "typing_gap_s": float(params.typing_gap),
-                    }
-                    if params.workload == "typing"
-                    else {}
-                ),  # fmt: skip
+                workload=params.workload,
+                keystrokes=params.keystrokes,
+                typing_gap_s=float(params.typing_gap),
             )
+            clock = time.monotonic()
+            if params.server == "vm":
+                from qoelab.vm.bench import run_vm_bench
+
+                result = run_vm_bench(request, log=ctx.log, start=params.vm_start)
+            else:
+                result = run_bench(request, log=ctx.log)
             phases["bench_s"] = time.monotonic() - clock
             clock = time.monotonic()
         phases["link_teardown_s"] = time.monotonic() - clock

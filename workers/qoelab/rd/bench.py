@@ -1,7 +1,8 @@
 """One remote-desktop trial: start the namespace desktop and a viewer, click under capture, measure.
 
-``run_bench`` takes the two namespaces, the server address and the client interface (however the
-link was built: the emulation layer's ``emulated_link`` or anything else) and a work directory.
+``run_bench`` takes a ``BenchRequest``: the two namespaces, the server address and the client
+interface (however the link was built: the emulation layer's ``emulated_link`` or anything else) and
+a work directory.
 It always tears down what it started (try/finally, process groups); a SIGKILLed run leaves
 processes that :func:`qoelab.rd.cleanup.cleanup_leftovers` finds by their marker.
 """
@@ -54,7 +55,7 @@ def package_versions(protocol: str) -> dict[str, str | None]:
     return versions
 
 
-def _prefix_of(server_ns: str, client_ns: str) -> str:
+def prefix_of(server_ns: str, client_ns: str) -> str:
     common = os.path.commonprefix([server_ns, client_ns]).rstrip("-_")
     return common if re.fullmatch(r"[a-z][a-z0-9]{1,12}", common or "") else "qlrd"
 
@@ -256,30 +257,11 @@ def _recordings(
     return out
 
 
-def run_bench(
-    protocol: str,
-    server_ns: str,
-    client_ns: str,
-    server_ip: str,
-    client_if: str,
-    workdir: Path,
-    pages: int = 3,
-    seed: int = 1,
-    quiet_s: float = 0.5,
-    pause_s: float = 0.5,
-    update_timeout_s: float = 30,
-    settings: dict[str, Any] | None = None,
-    log: logging.Logger | None = None,
-    *,
-    prefix: str | None = None,
-    stable_s: float | None = None,
-    on_step: Callable[[int], None] | None = None,
-    record: bool = False,
-    workload: str = "pages",
-    keystrokes: int = 40,
-    typing_gap_s: float = DEFAULT_GAP_S,
-) -> dict[str, Any]:
-    """Run one trial of ``protocol`` and return updates, summary, clicks, artifacts, versions, timings.
+@dataclass(frozen=True)
+class BenchRequest:
+    """One remote-desktop benchmark run, as both server modes take it (``run_bench`` on the namespace
+    desktop, ``qoelab.vm.bench.run_vm_bench`` on a QEMU guest): the link's two ends, the workload and
+    the driver's timing. ``prefix`` names everything the run starts (default: from the namespaces).
 
     ``record``: also record the client display during the clicks and a locally rendered reference
     (``qoelab.rd.record``; for recorded-mode ratings). Costs CPU during the trial (the x11grab)
@@ -287,6 +269,45 @@ def run_bench(
     ``workload``: ``pages`` clicks through the pages; ``typing`` types ``keystrokes`` keys into an
     editor page at a mean gap of ``typing_gap_s`` (``qoelab.rd.keystrokes``), one "update" per key.
     """
+
+    protocol: str
+    server_ns: str
+    client_ns: str
+    server_ip: str
+    client_if: str
+    workdir: Path
+    pages: int = 3
+    seed: int = 1
+    quiet_s: float = 0.5
+    pause_s: float = 0.5
+    update_timeout_s: float = 30
+    settings: dict[str, Any] | None = None
+    prefix: str | None = None
+    stable_s: float | None = None
+    record: bool = False
+    workload: str = "pages"
+    keystrokes: int = 40
+    typing_gap_s: float = DEFAULT_GAP_S
+
+    @classmethod
+    def across(cls, link: Any, protocol: str, workdir: Path, **options: Any) -> BenchRequest:
+        """A run across an emulated link (``qoelab.emulation``): its namespaces, address, interface."""
+        return cls(protocol, link.server_ns, link.client_ns, link.server_ip, link.client_if, Path(workdir),
+                   **{"prefix": link.prefix, **options})  # fmt: skip
+
+    def driver_params(self) -> DriverParams:
+        params = DriverParams(self.pages, self.quiet_s, self.pause_s, self.update_timeout_s, self.stable_s)
+        params.validate()
+        return params
+
+
+def run_bench(
+    req: BenchRequest, *, log: logging.Logger | None = None, on_step: Callable[[int], None] | None = None
+) -> dict[str, Any]:
+    """Run one trial on the namespace desktop; return updates, summary, clicks, artifacts, versions,
+    timings. ``on_step(i)`` is called as the driver reaches each step."""
+    protocol, server_ns, client_ns, server_ip = req.protocol, req.server_ns, req.client_ns, req.server_ip
+    client_if, pages, seed, record, workload = req.client_if, req.pages, req.seed, req.record, req.workload
     log = log or logging.getLogger("qoelab.rd.bench")
     if protocol not in PROTOCOLS:
         raise ParameterError("protocol", f"must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
@@ -294,14 +315,13 @@ def run_bench(
         raise ParameterError("workload", f"must be one of {', '.join(WORKLOADS)}, got {workload!r}")
     if workload == "typing" and record:
         raise ParameterError("record", "the typing workload has no recorded mode (no reference to replay)")
-    params = DriverParams(pages, quiet_s, pause_s, update_timeout_s, stable_s)
-    params.validate()
-    plan = typing_plan(keystrokes, seed, typing_gap_s) if workload == "typing" else None
-    merged = resolve_settings(protocol, settings)
+    params = req.driver_params()
+    plan = typing_plan(req.keystrokes, seed, req.typing_gap_s) if workload == "typing" else None
+    merged = resolve_settings(protocol, req.settings)
     if record:
         require_tool("ffmpeg", "ffmpeg")  # say so before a session is started, not after it
-    prefix = prefix or _prefix_of(server_ns, client_ns)
-    workdir = Path(workdir)
+    prefix = req.prefix or prefix_of(server_ns, client_ns)
+    workdir = Path(req.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     procs = ProcSet(prefix, workdir / "logs")
     timings: dict[str, float] = {}
@@ -370,7 +390,7 @@ def run_bench(
         result["typing"] = plan.to_json()
         result["artifacts"].append(str(workdir / "typing.json"))
     add_recordings(result, run, workdir, prefix, log, timings)
-    result = analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
+    result = analyze_into(result, workdir, run.clicks, server_ip, req.quiet_s, req.update_timeout_s)
     if plan is not None and result.get("updates") is not None:
         add_echo_times(result, workdir, run.clicks, server_ip)
     return result

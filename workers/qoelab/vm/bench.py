@@ -25,10 +25,17 @@ from PIL import Image
 from qoelab.emulation.system import find_tool, ns_exec_argv
 from qoelab.errors import ParameterError
 from qoelab.procs import ProcSet, SetupError, require_tool
-from qoelab.rd.bench import add_recordings, analyze_into, base_result, measure_client_side, package_versions
+from qoelab.rd.bench import (
+    BenchRequest,
+    add_recordings,
+    analyze_into,
+    base_result,
+    measure_client_side,
+    package_versions,
+    prefix_of,
+)
 from qoelab.rd.clients import resolve_settings
 from qoelab.rd.desktop import ServerSide, serve_pages
-from qoelab.rd.driver import DriverParams
 from qoelab.rd.workload import find_link, generate
 from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, resolve_accel, running_guest
 from qoelab.vm.image import GuestImage, load_image
@@ -101,46 +108,36 @@ def wait_for_guest_sshd(ns: str, timeout: float) -> None:
 
 
 def run_vm_bench(
-    protocol: str,
-    server_ns: str,
-    client_ns: str,
-    server_ip: str,
-    client_if: str,
-    workdir: Path,
-    pages: int = 3,
-    seed: int = 1,
-    quiet_s: float = 0.5,
-    pause_s: float = 0.5,
-    update_timeout_s: float = 30,
-    settings: dict[str, Any] | None = None,
-    log: logging.Logger | None = None,
+    req: BenchRequest,
     *,
-    prefix: str,
-    stable_s: float | None = None,
+    log: logging.Logger | None = None,
     on_step: Callable[[int], None] | None = None,
     accel: str = "auto",
     start: str = "snapshot",
     ready_timeout_s: float | None = None,
-    record: bool = False,
 ) -> dict[str, Any]:
-    """Like ``qoelab.rd.bench.run_bench`` (same result keys) plus ``vm``: the guest's provenance.
+    """Like ``qoelab.rd.bench.run_bench`` (the same request, the same result keys) plus ``vm``: the
+    guest's provenance. The guest runs the page workload only.
 
     ``start``: ``snapshot`` restores the guest from the host's saved state (made once, by the first
     trial that needs it), ``cold`` boots it; a failed restore falls back to a boot and says so.
     ``ready_timeout_s``: QEMU start to the page on the guest's screen; None: the accelerator's
     (``qoelab.vm.qemu.guest_timeouts``), as is the client side's setup ceiling.
-    ``record``: as in ``run_bench`` (the client display and a locally rendered reference).
     """
+    protocol, server_ns, client_ns, server_ip = req.protocol, req.server_ns, req.client_ns, req.server_ip
+    client_if, record = req.client_if, req.record
+    prefix = req.prefix or prefix_of(server_ns, client_ns)
     log = log or logging.getLogger("qoelab.vm.bench")
     if protocol not in VM_PROTOCOLS:
         raise ParameterError("protocol", f"must be one of {', '.join(VM_PROTOCOLS)}, got {protocol!r}")
     if start not in VM_STARTS:
         raise ParameterError("vm_start", f"must be one of {', '.join(VM_STARTS)}, got {start!r}")
-    params = DriverParams(pages, quiet_s, pause_s, update_timeout_s, stable_s)
-    params.validate()
+    if req.workload != "pages":
+        raise ParameterError("workload", f"server vm runs the page workload only, got {req.workload!r}")
+    params = req.driver_params()
     if record:
         require_tool("ffmpeg", "ffmpeg")  # say so before a guest is started, not after it
-    user_settings = dict(settings or {})
+    user_settings = dict(req.settings or {})
     user_settings.pop("server", None)  # the VNC server is QEMU's, whatever the namespace mode would pick
     adaptive = user_settings.pop("qemu_adaptive", True)
     if not isinstance(adaptive, bool):
@@ -155,13 +152,13 @@ def run_vm_bench(
         merged["server"] = "qemu"
         merged["port"] = 5900 + VNC_DISPLAY
         merged["qemu_vnc_options"] = vnc_options_for(adaptive)
-    workdir = Path(workdir)
+    workdir = Path(req.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     procs = ProcSet(prefix, workdir / "logs")
     timings: dict[str, float] = {}
     vm_info: dict[str, Any] = {}
     t0 = time.monotonic()
-    manifest = generate(workdir / "pages", pages=max(pages, 2), seed=seed)
+    manifest = generate(workdir / "pages", pages=max(req.pages, 2), seed=req.seed)
     page_url = f"http://{TAP_HOST_ADDR[0]}:{PAGE_PORT}/{manifest.page(1).file}"
     image = load_image()
     # KVM probed once per host boot (cached): running_guest gets the same answer.
@@ -231,7 +228,7 @@ def run_vm_bench(
         str(p) for p in sorted((workdir / "vm").glob("*")) if p.suffix in (".log", ".png", ".err")
     ]
     add_recordings(result, run, workdir, prefix, log, timings)
-    return analyze_into(result, workdir, run.clicks, server_ip, quiet_s, update_timeout_s)
+    return analyze_into(result, workdir, run.clicks, server_ip, req.quiet_s, req.update_timeout_s)
 
 
 def _measure_reporting_the_guest(
