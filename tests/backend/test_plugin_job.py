@@ -98,7 +98,10 @@ def _qoelab(*args: str) -> subprocess.CompletedProcess:
 def test_the_cli_runs_it_probes_it_and_cleans_up_after_it() -> None:
     if os.geteuid() != 0:
         pytest.skip("qoelab run needs root")
-    assert "\n    echo " in _qoelab("--help").stdout
+    help_text = _qoelab("--help").stdout
+    assert "\n    echo " in help_text  # its subcommand
+    assert "\n  qoelab run echo_job --set message=hi --json\n" in help_text  # its example
+    assert "qoelab run echo_job --set message=hi --json" in _qoelab("run", "--help").stdout
     assert _qoelab("echo", "hi").stdout == "echo job: hi\n"
     caps = json.loads(_qoelab("capabilities", "--json").stdout)
     assert caps["capabilities"]["echo.program"] is True

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -22,23 +23,16 @@ from qoelab.errors import QoelabError
 EXIT_USAGE = 2
 EXIT_FAILED_TRIALS = 1
 
-MAIN_EPILOG = """\
-examples:
-  QOELAB_HOST_TOKEN=... qoelab worker --broker redis://web:6379/0 --backend http://web:8000
-  qoelab sweep run examples/link_check.yaml --wait
-  qoelab sweep status 12
-  qoelab report ch4 12 13 > findings.md
-  qoelab hosts
-  qoelab capabilities
-  qoelab link check --rate 10mbit --delay 25ms --loss 0.5% --json
-  qoelab run link_check --set rate=10mbit --set delay=20ms --json   # any job type, API validation
-  qoelab rd bench --protocol spice --rate 1mbit --delay 10ms --pages 3
-  qoelab rd analyze capture.pcap --clicks clicks.json
-  qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64
-  qoelab vose validate --primitive aes
-  qoelab thinclient classify rdp.pcapng --server-port 3389
-  qoelab vm check --accel kvm
+# The platform's own examples; each job type's follow, from its declaration (JobType.examples).
+MAIN_EXAMPLES = (
+    "QOELAB_HOST_TOKEN=... qoelab worker --broker redis://web:6379/0 --backend http://web:8000",
+    "qoelab sweep run SPEC.yaml --wait",
+    "qoelab sweep status 12",
+    "qoelab hosts",
+    "qoelab capabilities",
+)
 
+MAIN_ENVIRONMENT = """\
 environment: QOELAB_API_URL and QOELAB_API_TOKEN (researcher commands); QOELAB_BROKER_URL,
 QOELAB_BACKEND_URL, QOELAB_HOST_TOKEN, QOELAB_HOST_NAME, QOELAB_WORKDIR, QOELAB_CONCURRENCY (worker).
 """
@@ -62,17 +56,19 @@ process that is thrown away, while the main process keeps the heartbeat going.
 
 SWEEP_RUN_EPILOG = """\
 A spec is YAML with the fields of the sweep API plus the experiment:
-  experiment: link-check          # name (yours, created if missing), {name, description} or id
-  job_type: link_check            # optional when the experiment exists
+  experiment: rate-ladders        # name (yours, created if missing), {name, description} or id
+  job_type: NAME                  # optional when the experiment exists (qoelab run --help lists them)
   name: rate ladder
-  grid: {rate: [10mbit, 50mbit]}
-  fixed: {delay: 20ms, duration: 3s}
+  grid: {rate: [10mbit, 50mbit]}  # the job type's parameters: GET /api/job-types/
+  fixed: {delay: 20ms}
   repetitions: 3
   order: grid                     # or random, with seed: 42
+examples/ in the repository holds specs of every job type.
 
 examples:
-  qoelab sweep run examples/link_check.yaml --wait --api http://127.0.0.1:8000 --token $TOKEN
-  qoelab sweep run --preset ch4-fig46 --size quick   # thesis ch. 4 presets: ch4-fig46, ch4-fig47, ch4-fig48
+  qoelab sweep run SPEC.yaml --wait --api http://127.0.0.1:8000 --token $TOKEN
+  qoelab sweep run --preset KEY --size quick
+presets: {presets}
 With --wait the exit status is 0 when every trial succeeded and 1 when any failed.
 """
 
@@ -88,11 +84,20 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
 
 
+def main_epilog() -> str:
+    from qoelab import jobs
+
+    lines = [*MAIN_EXAMPLES, *(line for job in jobs.REGISTRY.values() for line in job.examples)]
+    return "examples:\n" + "".join(f"  {line}\n" for line in lines) + "\n" + MAIN_ENVIRONMENT
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from qoelab import presets
+
     p = _Parser(
         prog="qoelab",
         description="qoelab: measure the QoE of remote-desktop protocols over emulated networks.",
-        epilog=MAIN_EPILOG,
+        epilog=main_epilog(),
         formatter_class=_formatter,
     )
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
@@ -142,11 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
         "run",
         help="submit the sweep described in SPEC.yaml",
         description="Submit the sweep described in a YAML spec and print its URL.",
-        epilog=SWEEP_RUN_EPILOG,
+        epilog=SWEEP_RUN_EPILOG.replace(
+            "{presets}", textwrap.fill(", ".join(presets.every()), 96, subsequent_indent="  ")
+        ),
         formatter_class=_formatter,
     )
     run.add_argument("spec", metavar="SPEC.yaml", type=Path, nargs="?", help="the sweep spec")
-    run.add_argument("--preset", metavar="KEY", help="instead of a spec: a thesis preset, e.g. ch4-fig46")
+    run.add_argument("--preset", metavar="KEY", help="instead of a spec: a paper's preset (listed below)")
     run.add_argument("--size", choices=("quick", "full"), default="quick", help="with --preset (quick)")
     run.add_argument("--wait", action="store_true", help="show a progress bar until every trial has ended")
     run.add_argument("--timeout", metavar="SECONDS", type=float, help="with --wait: give up after this long")
@@ -204,9 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Check each finding of a paper on the union of the sweeps' succeeded trials, or on "
         "result files alone (no database, no network), and print the verdicts with their numbers "
         "(docs/findings.md).",
-        epilog="examples:\n  qoelab report ch4 12 13 > findings.md\n"
-        "  qoelab report sb001 --from benchmarks/storage_bench/results/meta-rtt.jsonl\n"
-        "  qoelab report all --from-committed --json",
+        epilog="examples:\n  qoelab report REPORT 12 13 > findings.md\n"
+        "  qoelab report REPORT --from results.jsonl\n"
+        "  qoelab report all --from-committed --json\n"
+        "reports: " + ", ".join(_report_names()),
         formatter_class=_formatter,
     )
     r.add_argument(

@@ -251,6 +251,9 @@ class JobType:
     # Its command-line entries, each "module:register" of a function that adds subcommands to the
     # `qoelab` parser (qoelab.cli adds every job type's, each once).
     cli: tuple[str, ...] = ()
+    # Command lines that show how to run it, listed under `qoelab --help` ("qoelab run …" ones under
+    # `qoelab run --help` too).
+    examples: tuple[str, ...] = ()
 
     def stored_params(self, params: BaseModel) -> dict[str, Any]:
         """The validated parameters as the backend stores a trial's (SI values, JSON), without the

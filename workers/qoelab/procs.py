@@ -58,6 +58,50 @@ def marked_env(prefix: str, extra: dict[str, str] | None = None) -> dict[str, st
     return env
 
 
+def end_process(
+    popen: subprocess.Popen,
+    *,
+    after_s: float = 0.0,
+    sig: int = signal.SIGTERM,
+    grace_s: float = 0.0,
+    group: bool = False,
+    reap_s: float | None = None,
+) -> int | None:
+    """End a process the lab started and reap it: the one stop rule of its helpers and trial processes.
+
+    Waits ``after_s`` for it to exit by itself (it was told to: a quit command, EOF on its stdin, its
+    final line), then sends ``sig`` and waits ``grace_s`` (when > 0), then SIGKILL. ``group``: the
+    signals go to its process group (started with ``start_new_session``), and a SIGKILL follows to
+    whatever of the group outlived the leader. ``reap_s`` bounds the wait after SIGKILL (None: until
+    it is reaped). Returns the exit status, None if it could not be reaped within ``reap_s``.
+    """
+
+    def send(s: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, s) if group else popen.send_signal(s)
+
+    steps: list[tuple[int | None, float | None]] = []
+    if after_s > 0:
+        steps.append((None, after_s))
+    if grace_s > 0:
+        steps.append((sig, grace_s))
+    steps.append((signal.SIGKILL, reap_s))
+    code = popen.poll()
+    for s, wait in steps:
+        if code is not None:
+            break
+        if s is not None:
+            send(s)
+        try:
+            code = popen.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+    if group:  # children that stayed in the group (those that left it are found by their markers)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(popen.pid, signal.SIGKILL)
+    return code
+
+
 @dataclass
 class Proc:
     """A started program; ``stop()`` kills its whole process group."""
@@ -82,17 +126,7 @@ class Proc:
         return " | ".join(lines[-n:])
 
     def stop(self, timeout: float = 3.0, sig: int | None = None) -> None:
-        for s in (sig or self.stop_signal, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.popen.pid, s)
-            try:
-                self.popen.wait(timeout=timeout)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        # Children that left the group (daemonising helpers) are found by the cleanup's markers.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.popen.pid, signal.SIGKILL)
+        end_process(self.popen, sig=sig or self.stop_signal, grace_s=timeout, group=True, reap_s=timeout)
 
 
 @dataclass

@@ -2,9 +2,8 @@
 
 The parameters go through the job type's model as an API sweep's do (the error names the field and
 its bound); the trial runs with the worker's runner function in a throwaway work dir, with its log
-lines on standard output, or its summary, link check and provenance as JSON with ``--json``. The
-per-family commands (``qoelab apt run``, ``qoelab vose run``, ``qoelab rd bench`` …) are the same
-trials with flags named for their family.
+lines on standard output, or its summary, link check and provenance as JSON with ``--json``. A job
+type's own commands (its ``JobType.cli``) run the same trials with flags named for their family.
 """
 
 from __future__ import annotations
@@ -37,8 +36,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "as a worker would; print its log and summary (or JSON). Job types: "
         + ", ".join(runnable())
         + ". GET /api/job-types/ lists each one's parameters with their units and bounds.",
-        epilog="examples:\n  qoelab run link_check --set rate=10mbit --set delay=20ms --json\n"
-        "  qoelab run vose --set path=app --set mode=software --set duration=3s",
+        epilog="examples:\n"
+        + "".join(
+            f"  {line}\n"
+            for job in jobs.REGISTRY.values()
+            for line in job.examples
+            if line.startswith("qoelab run ")
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("job", metavar="JOB", help="the job type's name")

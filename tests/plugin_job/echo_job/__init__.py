@@ -136,4 +136,5 @@ JOB = JobType(
     presets=f"{HERE}:CHAPTER",
     estimate=Estimate(f"{HERE}:estimate"),
     cli=(f"{HERE}:register_cli",),
+    examples=(f"qoelab run {NAME} --set message=hi --json",),
 )

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from qoelab import helpers
 from qoelab.emulation.system import marked_env
 from qoelab.errors import ParameterError, QoelabError
+from qoelab.procs import end_process
 
 ENV_BINARY = helpers.APT_BDL.env
 NOT_BUILT = helpers.APT_BDL.not_built
@@ -387,15 +388,7 @@ class BlockDeviceLayer:
         if proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.close()  # EOF means quit too
-        for stop, wait in ((None, timeout), (proc.terminate, 3.0), (proc.kill, None)):
-            if stop is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    stop()
-            try:
-                self.returncode = proc.wait(timeout=wait)
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        self.returncode = end_process(proc, after_s=timeout, grace_s=3.0)
         if self._reader is not None:
             self._reader.join(timeout=5.0)
         if proc.stdout is not None:

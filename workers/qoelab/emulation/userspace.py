@@ -28,6 +28,7 @@ from typing import IO, Any, Protocol
 
 from qoelab import helpers
 from qoelab.errors import ParameterError, PrivilegeError, QoelabError
+from qoelab.procs import end_process
 
 ENV_BINARY = helpers.LINKEMU.env
 NOT_BUILT = helpers.LINKEMU.not_built
@@ -332,20 +333,15 @@ class UserspaceLink:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
         data = self._next_json("final", timeout)
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc, after_s=timeout)
         self._close()
         self._final = {"up": data["up"], "down": data["down"]} if data else {}
         self._final["exit_code"] = proc.returncode
         return self._final
 
     def _kill(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.kill()
-            self._proc.wait()
+        if self._proc is not None:
+            end_process(self._proc)
         self._close()
 
     def _close(self) -> None:

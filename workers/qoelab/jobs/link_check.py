@@ -146,4 +146,9 @@ JOB = JobType(
     timeout_s=300,
     max_attempts=2,
     cli=("qoelab.emulation.cli:register",),
+    examples=(
+        "qoelab link check --rate 10mbit --delay 25ms --loss 0.5% --json",
+        "qoelab run link_check --set rate=10mbit --set delay=20ms --json   # any job type, API validation",
+        "qoelab sweep run examples/link_check.yaml --wait",
+    ),
 )

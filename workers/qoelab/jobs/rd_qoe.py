@@ -535,4 +535,11 @@ JOB = JobType(
     presets="qoelab.rd.presets:CHAPTER",
     estimate=Estimate("qoelab.rd.estimate:estimate", metrics=("T_ms", "n")),
     cli=("qoelab.rd.analyze_cli:register", "qoelab.rd.bench_cli:register", "qoelab.vm.cli:register"),
+    examples=(
+        "qoelab rd bench --protocol spice --rate 1mbit --delay 10ms --pages 3",
+        "qoelab rd analyze capture.pcap --clicks clicks.json",
+        "qoelab vm check --accel kvm",
+        "qoelab sweep run --preset ch4-fig46 --size quick",
+        "qoelab report ch4 12 13 > findings.md",
+    ),
 )

@@ -302,4 +302,5 @@ JOB = JobType(
     presets="qoelab.apt.presets:CHAPTER",
     estimate=Estimate("qoelab.apt.estimate:estimate", metrics=("steps",)),
     cli=("qoelab.apt.cli:register",),
+    examples=("qoelab apt simulate --goodput curve.csv --n0 4 --alpha 2 --n-max 64",),
 )

@@ -514,4 +514,5 @@ JOB = JobType(
     presets="qoelab.storage.presets:CHAPTER",
     estimate=Estimate("qoelab.storage.estimate:estimate"),
     cli=("qoelab.storage.cli:register", "qoelab.vm.cli:register"),
+    examples=("qoelab storage bench --target nfs --family metadata --rtt 50ms",),
 )

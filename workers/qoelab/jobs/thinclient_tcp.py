@@ -340,4 +340,5 @@ JOB = JobType(
     presets="qoelab.thinclient.presets:CHAPTER",
     estimate=Estimate("qoelab.estimate:for_duration"),
     cli=("qoelab.thinclient.cli:register",),
+    examples=("qoelab thinclient classify rdp.pcapng --server-port 3389",),
 )

@@ -265,4 +265,8 @@ JOB = JobType(
     presets="qoelab.vose.presets:CHAPTER",
     estimate=Estimate("qoelab.estimate:for_duration"),
     cli=("qoelab.vose.cli:register",),
+    examples=(
+        "qoelab vose validate --primitive aes",
+        "qoelab run vose --set path=app --set mode=software --set duration=3s",
+    ),
 )

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import signal
 import subprocess
 import tempfile
 import threading
@@ -27,6 +25,7 @@ from typing import Any, Literal
 
 from qoelab import helpers
 from qoelab.errors import ParameterError, QoelabError
+from qoelab.procs import end_process
 
 NOT_BUILT = helpers.STORAGE_IOBENCH.not_built
 FORMS = ("default", "sync", "direct")  # Table 4.1: no flag, O_SYNC, O_DIRECT
@@ -409,10 +408,7 @@ def run(
 
 
 def _killpg(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    end_process(proc, group=True)
     for f in (proc.stdin, proc.stdout):
         if f:
             with contextlib.suppress(OSError):

@@ -16,9 +16,7 @@ what the paper's 100 pairs do.
 
 from __future__ import annotations
 
-import os
 import shlex
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,6 +28,7 @@ import numpy as np
 
 from qoelab import helpers
 from qoelab.errors import QoelabError
+from qoelab.procs import end_process
 from qoelab.thinclient import metrics
 from qoelab.thinclient.model import BULK, FLOW_THRESHOLD_S, INTERACTIVE, TwoStateModel, Write, generate
 
@@ -139,12 +138,6 @@ def _into_cgroup(cgroup: Path) -> list[str]:
     return ["sh", "-c", f'echo $$ > {shlex.quote(str(cgroup / "cgroup.procs"))} && exec "$@"', "sh"]
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
 def run(
     rows: list[Planned],
     server_ns: str,
@@ -222,7 +215,7 @@ def run(
     finally:
         for proc in (send, recv):
             if proc is not None:
-                _stop(proc)
+                end_process(proc, group=True)
     return _join(send_log, recv_log)
 
 
