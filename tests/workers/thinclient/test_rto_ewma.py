@@ -187,7 +187,7 @@ def test_refuses_route_rto_min_and_says_why() -> None:
 
 
 def test_a_killed_owner_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
-    from qoelab.emulation.cleanup import cleanup_leftovers
+    from qoelab.runner import cleanup_prefix  # as a restarted worker cleans up
 
     prefix = "qrk" + secrets.token_hex(3)
     marker = tmp_path / "attached"
@@ -207,6 +207,6 @@ def test_a_killed_owner_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert pins(prefix) and cgroups(prefix)  # the kill left the program pinned and attached ...
-    removed = cleanup_leftovers(prefix)
+    removed = cleanup_prefix(prefix)
     assert any("cgroup" in r for r in removed) and any("bpf pin" in r for r in removed)
     assert not pins(prefix) and not cgroups(prefix)  # ... and the cleanup left nothing

@@ -109,7 +109,7 @@ def test_cli_json_has_the_metrics_and_the_tcp_read_back() -> None:
 
 def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
     """SIGKILL the process running a trial mid-replay, then clean up as a restarted worker does."""
-    from qoelab.emulation.cleanup import cleanup_leftovers
+    from qoelab.runner import cleanup_prefix  # as a restarted worker cleans up
 
     prefix = "qtk" + secrets.token_hex(3)
     script = (
@@ -130,7 +130,7 @@ def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path: Path) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     assert namespaces(prefix)  # the kill left the trial half-done ...
-    removed = cleanup_leftovers(prefix)
+    removed = cleanup_prefix(prefix)
     assert any("netns" in r for r in removed)
     assert not namespaces(prefix)  # ... and the cleanup left nothing
     # tc-replay names the trial's work dir in its arguments, linkemu the trial's namespaces.

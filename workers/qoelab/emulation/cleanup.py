@@ -121,12 +121,6 @@ def cleanup_leftovers(prefix: str = "ql") -> list[str]:
                     removed.append(f"device {name}")
                 except NetlinkError as err:
                     log.warning("cannot remove device %s: %s", name, err)
-    try:  # BPF programs and cgroups of thin-client trials (qoelab-<prefix>...)
-        from qoelab.thinclient.bpf import loader as bpf_loader
-
-        removed += bpf_loader.cleanup(prefix)
-    except (ImportError, OSError) as err:
-        log.warning("cannot remove BPF leftovers of %s: %s", prefix, err)
     if removed:
         log.info("cleanup %s: removed %s", prefix, ", ".join(removed))
     return removed

@@ -22,7 +22,7 @@ from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, Li
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
-from qoelab.jobtype import ChartSpec, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
+from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
 from qoelab.thinclient.model import TwoStateModel
 
 PAIRS_MAX = 200
@@ -341,4 +341,6 @@ JOB = JobType(
     estimate=Estimate("qoelab.estimate:for_duration"),
     cli=("qoelab.thinclient.cli:register",),
     examples=("qoelab thinclient classify rdp.pcapng --server-port 3389",),
+    # A killed trial's BPF program, its pins and its cgroup (qoelab-<prefix>...), once its processes are gone.
+    cleanups=(Cleanup("qoelab.thinclient.bpf.loader:cleanup", after_link=True),),
 )
