@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # at run time imported in the functions: qoelab.jobs imports this module
-    from qoelab.jobtype import Sample
+from qoelab.jobtype import Sample
 
 # An update whose pixel time and packet time differ by more than this is flagged (``disagree``).
 DISAGREE_MS = 500.0
@@ -28,8 +27,6 @@ def _median(values: list[float]) -> float | None:
 
 def update_samples(updates: list[dict[str, Any]], disagree_ms: float = DISAGREE_MS) -> list[Sample]:
     """One ``update`` sample per screen update, with pixel time beside packet time."""
-    from qoelab.jobtype import Sample
-
     samples = []
     for u in updates:
         click_to_end = (
@@ -67,8 +64,6 @@ def keystroke_samples(updates: list[dict[str, Any]], typing: dict[str, Any]) -> 
     (T from the last input packet before the echo to the echo's last packet, X = the echo's bytes),
     with ``echo_ms`` (the key's first packet to the first answer: ``keystrokes.echo_times``), the key
     typed and the gap before it."""
-    from qoelab.jobtype import Sample
-
     keys, gaps = typing.get("keys") or "", typing.get("gaps_s") or []
     by_index = {u.get("index"): u for u in updates}
     samples = []
