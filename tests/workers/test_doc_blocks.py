@@ -87,3 +87,11 @@ def test_the_table_of_suite_runs_is_what_the_committed_runs_give(capsys):
         "docs/testing.md's table of runs is stale: .venv/bin/python scripts/test_profile.py "
         "--runs benchmarks/suite --write-doc"
     )
+
+
+def test_the_subjective_published_block_is_what_the_committed_sets_give():
+    published = load("subjective_published", REPO / "benchmarks" / "subjective" / "published.py")
+    assert block(REPO / "docs" / "ratings.md", published.BEGIN, published.END) == published.render(), (
+        "docs/ratings.md's published-results block is stale: "
+        ".venv/bin/python benchmarks/subjective/published.py --write-doc"
+    )

@@ -243,10 +243,12 @@ def build_parser() -> argparse.ArgumentParser:
     # once, in registry order; then `run`, any job type's trial here.
     from qoelab import jobs, run_cli
     from qoelab.jobtype import resolve
+    from qoelab.subjective import cli as ratings_cli
 
     for ref in dict.fromkeys(ref for job in jobs.REGISTRY.values() for ref in job.cli):
         resolve(ref)(sub)
     run_cli.register(sub)
+    ratings_cli.register(sub)
     return p
 
 
