@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Count
 
 from qoelab.units import format_duration, format_rate
-from ratings import delivery, stats
+from ratings import delivery, stats, subject
 from ratings.campaigns import si_params, system_name
 from ratings.choices import SCORE_MAX, SCORE_MIN, ConditionKind, Phase
 from ratings.models import Campaign, Rating
@@ -58,7 +58,8 @@ def _main_ratings(campaign: Campaign) -> list[Rating]:
 
 def analyze(campaign: Campaign) -> dict[str, Any]:
     """Screening, DMOS ± 95 % CI per condition and aspect (all evaluators and after exclusion),
-    Krippendorff's alpha (ordinal, interval), a Table 4.2 layout and the data of Figs 4.3/4.4.
+    Krippendorff's alpha (ordinal, interval), a Table 4.2 layout, the data of Figs 4.3/4.4 and the
+    P.910 subject model's scores, evaluator bias and inconsistency (``ratings.subject``).
     """
     ratings = _main_ratings(campaign)
     conds = list(campaign.conditions.order_by("position", "id"))
@@ -149,6 +150,13 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
             "alpha": agreement(kept_matrix),
             "table": table42(campaign, kept_rows),
         },
+        "subject_model": subject.subject_model(
+            campaign.aspects,
+            matrix,
+            [(c.pk, c.label) for c in conds if c.kind == ConditionKind.NORMAL],
+            labels,
+            all_rows,
+        ),
     }
 
 

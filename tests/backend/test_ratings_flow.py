@@ -612,7 +612,7 @@ def _scores_by_protocol(cond: dict[str, Any], i: int) -> int:
 
 
 def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
-    campaign: Any, invited: Any, alice: Any, api_client_for: Any
+    campaign: Any, invited: Any, alice: Any, api_client_for: Any, client_for: Any
 ) -> None:
     (e1, r1), (e2, r2), (e3, r3) = invited(3)
     assert walk(ev_client(r1), _scores_by_protocol) == 8  # 2 training + 4 + gold + repeat
@@ -641,6 +641,22 @@ def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
     assert [cell["mean"] for cell in table["rows"][0]["cells"]] == [2.0, 4.0]
     # Training answers are stored apart and not in the DMOS.
     assert res["n_ratings"] == 3 * 6 * len(campaign.aspect_keys)
+    # The P.910 subject model, all evaluators: the backwards evaluator is not excluded but gets the
+    # largest inconsistency, so the model's scores follow the two who agree (the plain mean does not).
+    model = res["subject_model"]
+    assert model["model"] == "p910" and len(model["aspects"]) == len(campaign.aspect_keys)
+    part = model["aspects"][0]
+    assert part["error"] == "" and part["key"] == campaign.aspect_keys[0]
+    protocol = {r["condition"]: r["protocol"] for r in res["all"]["dmos"]}
+    for row in part["rows"]:
+        assert row["n"] == 3
+        assert row["dcr_mean"] == pytest.approx({"vnc": 8 / 3, "x2go": 10 / 3}[protocol[row["condition"]]])
+        assert row["mos"] == pytest.approx({"vnc": 2.0, "x2go": 4.0}[protocol[row["condition"]]], abs=1e-3)
+        assert row["ci_low"] <= row["mos"] <= row["ci_high"]
+    spread = {e["label"]: e["inconsistency"] for e in part["raters"]}
+    assert max(spread, key=spread.get) == e3.label and spread[e3.label] == pytest.approx(2.0, abs=1e-3)
+    page = client_for(alice).get(f"/campaigns/{campaign.pk}/results/").content.decode()
+    assert "Subject model (ITU-T P.910 Appendix VI)" in page and f'data-evaluator="{e3.label}"' in page
 
 
 def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited: Any, alice: Any) -> None:

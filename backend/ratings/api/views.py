@@ -205,7 +205,11 @@ class CampaignViewSet(
         ]
         return Response(out, status=status.HTTP_201_CREATED)
 
-    @extend_schema(responses={200: OpenApiResponse(description="screening, DMOS ± CI, alpha, Table 4.2")})
+    @extend_schema(
+        responses={
+            200: OpenApiResponse(description="screening, DMOS ± CI, alpha, Table 4.2, P.910 subject model")
+        }
+    )
     @action(detail=True, methods=["get"])
     def results(self, request: Request, pk: str | None = None) -> Response:
         return Response(analysis.analyze(self.get_object()))
