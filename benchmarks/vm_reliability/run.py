@@ -47,12 +47,16 @@ def host_facts(cpu_quota: float | None) -> dict[str, Any]:
 
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())  # fmt: skip
+    from qoelab.hostfacts import cpu_provenance
     from qoelab.vm.image import load_image
 
     image = load_image()
     return {
         "commit": out(["git", "rev-parse", "--short", "HEAD"]),
         "cpu": cpu,
+        # The model name alone does not tell machines apart: two "AMD EPYC" hosts ran TCG guests
+        # 2.7x apart (docs/vm.md); the kernel's calibrated clock does.
+        "bogomips": cpu_provenance()["bogomips"],
         "cores": os.cpu_count(),
         "kernel": platform.release(),
         "qemu": out(["qemu-system-x86_64", "--version"]),
@@ -138,8 +142,9 @@ def report(doc: dict[str, Any]) -> str:
         n = sum(t.get("part", 0) == i for t in doc["trials"])
         beside = f" Beside it: {facts['beside']}." if facts.get("beside") else ""
         lines.append(
-            f"Part {i + 1} ({n} trials): {facts['cpu']} ({facts['cores']} cores), kernel {facts['kernel']}, "
-            f"{facts['qemu']}; commit {facts['commit']}; guest {facts['image']['browser']}; "
+            f"Part {i + 1} ({n} trials): {machine(facts)} ({facts['cores']} cores), "
+            f"kernel {facts['kernel']}, {facts['qemu']}; commit {facts['commit']}; "
+            f"guest {facts['image']['browser']}; "
             f"QEMU CPU quota: {facts['cpu_quota'] or 'none'} (cores); started {facts['started']}.{beside}"
         )
     lines += [
@@ -165,10 +170,16 @@ def report(doc: dict[str, Any]) -> str:
     return "\n".join(lines + ([""] + ["Failures:"] + failures if failures else []))
 
 
+def machine(facts: dict[str, Any]) -> str:
+    """A part's machine: the CPU model and, where recorded, its clock (BogoMIPS / 2 in MHz)."""
+    mips = facts.get("bogomips")
+    return f"{facts['cpu']} @ {float(mips) / 2000:.2f} GHz" if mips else facts["cpu"]
+
+
 def by_machine(doc: dict[str, Any], keys: list[tuple[str, str]]) -> list[str]:
-    """When the parts ran on more than one CPU model: the first page per machine (boot times differ
+    """When the parts ran on more than one machine: the first page per machine (boot times differ
     by machine, so the pooled median is not any machine's)."""
-    cpu_of = [facts["cpu"] for facts in parts(doc)]
+    cpu_of = [machine(facts) for facts in parts(doc)]
     if len(set(cpu_of)) < 2:
         return []
     header = "| start | protocol | machine | trials | succeeded | QEMU start → first page, median / p95 |"

@@ -76,3 +76,15 @@ def test_parts_on_two_machines_get_the_first_page_per_machine_and_what_ran_besid
     assert "| cold | vnc | Xeon | 1 | 1 | 60.0 / 60.0 s |" in text
     assert "| cold | vnc | EPYC | 1 | 1 | 90.0 / 90.0 s |" in text
     assert "By machine" not in rel.report({"parts": [FACTS], "trials": [trial()]})
+
+
+def test_two_machines_of_one_model_are_told_apart_by_their_clock():
+    fast, slow = (
+        FACTS | {"cpu": "AMD EPYC", "bogomips": "4900.00"},
+        FACTS | {"cpu": "AMD EPYC", "bogomips": "3992.49"},
+    )
+    doc = {"parts": [fast, slow], "trials": [trial(first=15.0), trial(first=69.0, part=1)]}
+    text = rel.report(doc)
+    assert "Part 2 (1 trials): AMD EPYC @ 2.00 GHz" in text
+    assert "| snapshot | vnc | AMD EPYC @ 2.45 GHz | 1 | 1 | 15.0 / 15.0 s |" in text
+    assert "| snapshot | vnc | AMD EPYC @ 2.00 GHz | 1 | 1 | 69.0 / 69.0 s |" in text
