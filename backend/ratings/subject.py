@@ -76,4 +76,4 @@ def subject_model(
             })  # fmt: skip
         part["nbic"] = fit.nbic
         part["notes"] = fit.notes
-    return {"model": MODEL, "quantity": models.QUANTITY[MODEL], "aspects": out}
+    return {"model": MODEL, "quantity": f"DCR score by {models.ESTIMATOR[MODEL]}", "aspects": out}

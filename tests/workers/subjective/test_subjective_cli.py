@@ -43,7 +43,7 @@ def test_json_of_the_p910_sample_in_the_issue_shape() -> None:
 def test_markdown_names_the_quantity_and_the_conditions() -> None:
     out = analyze(str(DATA / "vqeg_hd3.csv"), "--model", "mean", "--scale", "1", "5")
     assert out.returncode == 0, out.stderr
-    assert out.stdout.startswith("# MOS (plain mean of the votes)\n")
+    assert out.stdout.startswith("# ACR MOS by the plain mean of the votes\n")
     assert "| vqeghd3_src01_hrc16_cut (vqeghd3_src01) | 24 |" in out.stdout
     assert "Krippendorff's alpha (interval): 0." in out.stdout
 

@@ -120,3 +120,24 @@ def test_screening_flags_the_reversed_and_the_flat_rater() -> None:
     kept = report.analyze(v, "p910", exclude_screened=True)
     assert kept["screening"]["excluded_from_fit"] is True
     assert kept["fit"]["votes"] == 3 * 7
+
+
+def test_acr_with_hidden_reference_scores_each_vote_against_the_same_raters_reference() -> None:
+    v = votes.parse_long(
+        "rater,stimulus,score,reference\n"
+        "a,ref,5,\nb,ref,4,\nc,ref,3,\n"
+        "a,t1,4,ref\nb,t1,4,ref\nc,t1,1,ref\n"
+        "a,t2,2,ref\nb,t2,3,ref\n"
+        "d,t2,5,ref\n"  # d never rated the reference: left out, and said
+    )
+    out = report.analyze(v, "mean", method="acr-hr")
+    assert out["quantity"] == "ACR-HR DMOS by the plain mean of the votes" and out["method"] == "acr-hr"
+    by_id = {s["id"]: s for s in out["stimuli"]}
+    assert set(by_id) == {"t1", "t2"}  # the reference itself is not scored
+    assert by_id["t1"]["mos"] == pytest.approx(((4 - 5 + 5) + (4 - 4 + 5) + (1 - 3 + 5)) / 3)
+    assert by_id["t2"]["mos"] == pytest.approx(((2 - 5 + 5) + (3 - 4 + 5)) / 2) and by_id["t2"]["n"] == 2
+    assert out["fit"]["notes"][0] == "1 test vote(s) left out: the rater did not rate the hidden reference"
+    with pytest.raises(votes.VotesError, match="needs a 'reference' column"):
+        report.analyze(votes.parse_long("rater,stimulus,score\na,x,3\n"), "mean", method="acr-hr")
+    with pytest.raises(votes.VotesError, match="method 'abx' is not one of: acr, acr-hr, dcr"):
+        report.analyze(v, "mean", method="abx")

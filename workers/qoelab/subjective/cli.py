@@ -20,6 +20,12 @@ examples:
   qoelab ratings analyze votes.csv
   qoelab ratings analyze scores.csv --format matrix --model p913 --json
   qoelab ratings analyze votes.csv --scale 1 5 --exclude-screened
+  qoelab ratings analyze acr-hr.csv --method acr-hr --scale 1 5
+methods:
+  acr     each stimulus' MOS
+  acr-hr  ACR with hidden reference: each test vote minus the same rater's vote on the stimulus'
+          reference plus the scale's top (5, or HIGH of --scale), then the model (P.910's DMOS)
+  dcr     degradation category rating: the scores as they are, named DCR
 """
 
 
@@ -48,6 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--model", choices=models.MODELS, default="p910", help="how scores are estimated (default p910)"
     )
     a.add_argument(
+        "--method", choices=tuple(report.METHODS), default="acr",
+        help="the rating method: acr (MOS), acr-hr (DMOS against each stimulus' hidden reference, "
+        "needs the 'reference' column), dcr (default acr)",
+    )  # fmt: skip
+    a.add_argument(
         "--scale", nargs=2, type=float, metavar=("LOW", "HIGH"),
         help="the rating scale's ends; a score outside is an error naming its line",
     )  # fmt: skip
@@ -63,7 +74,10 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.scale is not None and args.scale[0] >= args.scale[1]:
         raise votes.VotesError(f"--scale: LOW {args.scale[0]:g} must be below HIGH {args.scale[1]:g}")
     data = votes.read(args.file, args.format, scale=args.scale)
-    result = report.analyze(data, args.model, exclude_screened=args.exclude_screened)
+    top = args.scale[1] if args.scale is not None else 5.0
+    result = report.analyze(
+        data, args.model, method=args.method, exclude_screened=args.exclude_screened, top=top
+    )
     if args.json:
         print(json.dumps(result, indent=1, ensure_ascii=False))
     else:

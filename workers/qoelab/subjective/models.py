@@ -50,10 +50,10 @@ NR_REFRESH = 0.1  # the paper's refresh rate
 NR_MAX_ITERATIONS = 100_000
 INCONSISTENCY_FLOOR = math.sqrt(AP_WEIGHT_GUARD)
 
-QUANTITY = {
-    "mean": "MOS (plain mean of the votes)",
-    "p910": "MOS from the subject model (P.910 Appendix VI, alternating projection)",
-    "p913": "MOS from the subject model (P.913 clause 12.6, maximum likelihood)",
+ESTIMATOR = {
+    "mean": "the plain mean of the votes",
+    "p910": "the subject model (P.910 Appendix VI, alternating projection)",
+    "p913": "the subject model (P.913 clause 12.6, maximum likelihood)",
 }
 SOS_MEANING = {
     "mean": "standard deviation of the stimulus' votes (n - 1)",
@@ -106,8 +106,8 @@ class Fit:
         return (math.log(self.votes) * self.params - 2 * self.loglik) / self.votes
 
     @property
-    def quantity(self) -> str:
-        return QUANTITY[self.model]
+    def estimator(self) -> str:
+        return ESTIMATOR[self.model]
 
     def summary(self) -> dict[str, float | None]:
         """Set-wide figures of the fit, the form papers publish (sums, variances, mean interval lengths)."""

@@ -1,6 +1,6 @@
 """A rating set's analysis as JSON (the shape ``qoelab ratings analyze --json`` prints) or Markdown.
 
-The JSON: ``{"model", "quantity", "sos_meaning", "stimuli": [{"id", "mos", "ci_low", "ci_high",
+The JSON: ``{"model", "method", "quantity", "sos_meaning", "stimuli": [{"id", "mos", "ci_low", "ci_high",
 "sos", "n"}], "raters": [{"id", "bias", "inconsistency", "screened_out", "reasons", ...}], "alpha":
 {...}, "screening": {...}, "fit": {...}}`` with stimuli and raters in input order. No NaN: a value
 that cannot be estimated is ``null`` and the fit's notes say why.
@@ -16,7 +16,7 @@ import numpy as np
 
 from qoelab.subjective.models import SOS_MEANING, Fit, Model, fit
 from qoelab.subjective.screening import Screening, screen
-from qoelab.subjective.votes import Votes
+from qoelab.subjective.votes import Votes, VotesError, hidden_reference
 
 
 def alpha(v: Votes, level: str) -> dict[str, Any]:
@@ -48,21 +48,40 @@ def _r(x: float | None, digits: int = 6) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), digits)
 
 
-def analyze(v: Votes, model: Model = "p910", *, exclude_screened: bool = False) -> dict[str, Any]:
-    """Screening, the model's fit (on the kept raters when ``exclude_screened``) and agreement."""
+# What a score of each method is called (ITU-T P.910's methods); every output names it.
+METHODS = {"acr": "ACR MOS", "acr-hr": "ACR-HR DMOS", "dcr": "DCR score"}
+
+
+def analyze(
+    v: Votes, model: Model = "p910", *, method: str = "acr", exclude_screened: bool = False, top: float = 5.0
+) -> dict[str, Any]:
+    """Screening, the model's fit (on the kept raters when ``exclude_screened``) and agreement.
+
+    ``method`` ``acr-hr`` first turns each test vote into its differential score against the same
+    rater's vote on the hidden reference (``votes.hidden_reference``, ``top`` the scale's best grade).
+    """
+    if method not in METHODS:
+        raise VotesError(f"method {method!r} is not one of: {', '.join(METHODS)}")
+    notes: list[str] = []
+    if method == "acr-hr":
+        v, notes = hidden_reference(v, top)
     checked = screen(v)
     used = v
     if exclude_screened and checked.out:
         out = np.array([i in checked.out for i in range(len(v.raters))])
         used = v.select(~out[v.rater])
     result = fit(used, model)
-    return to_json(result, checked, v, excluded=exclude_screened)
+    result.notes[:0] = notes
+    return to_json(result, checked, v, excluded=exclude_screened, method=method)
 
 
-def to_json(result: Fit, checked: Screening, v: Votes, *, excluded: bool) -> dict[str, Any]:
+def to_json(
+    result: Fit, checked: Screening, v: Votes, *, excluded: bool, method: str = "acr"
+) -> dict[str, Any]:
     return {
         "model": result.model,
-        "quantity": result.quantity,
+        "method": method,
+        "quantity": f"{METHODS[method]} by {result.estimator}",
         "sos_meaning": SOS_MEANING[result.model],
         "stimuli": [
             {

@@ -215,3 +215,44 @@ def read(path: str | Path, fmt: str = "long", *, scale: Sequence[float] | None =
     if fmt == "matrix":
         return parse_matrix(text, name=p.name, scale=bounds)
     raise VotesError(f"format {fmt!r} is not one of: long, matrix")
+
+
+def hidden_reference(v: Votes, top: float = 5.0) -> tuple[Votes, list[str]]:
+    """ACR with hidden reference (ITU-T P.910): each vote on a test stimulus becomes its differential
+    score ``vote - the same rater's vote on its reference + top`` (``top``: the scale's best grade).
+
+    The result holds the test stimuli only (those with a ``reference``; a reference itself is not
+    scored), in input order. A rater's repeated reference votes count as their mean; a test vote whose
+    rater never rated its reference is left out, and the returned notes say how many were.
+    """
+    if not v.references or not any(v.references):
+        raise VotesError("ACR-HR needs a 'reference' column naming each test stimulus' hidden reference")
+    index = {s: j for j, s in enumerate(v.stimuli)}
+    ref_of = np.array([index.get(ref, -1) if ref else -1 for ref in v.references], dtype=np.intp)
+    tests = [j for j in range(len(v.stimuli)) if ref_of[j] >= 0 and ref_of[j] != j]
+    shape = (len(v.raters), len(v.stimuli))
+    total, count = np.zeros(shape), np.zeros(shape)
+    np.add.at(total, (v.rater, v.stimulus), v.score)
+    np.add.at(count, (v.rater, v.stimulus), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+    new_index = {j: k for k, j in enumerate(tests)}
+    keep = np.array([new_index.get(int(j), -1) >= 0 for j in v.stimulus], dtype=bool)
+    ref_votes = mean[v.rater, ref_of[v.stimulus]] if v.n else np.array([])
+    usable = keep & ~np.isnan(ref_votes)
+    missing = int((keep & np.isnan(ref_votes)).sum())
+    notes = (
+        [f"{missing} test vote(s) left out: the rater did not rate the hidden reference"] if missing else []
+    )
+    if not usable.any():
+        raise VotesError("ACR-HR: no test vote has its rater's vote on the hidden reference")
+    stim = np.array([new_index[int(j)] for j in v.stimulus[usable]], dtype=np.intp)
+    return (
+        Votes(
+            v.raters, tuple(v.stimuli[j] for j in tests), v.rater[usable], stim,
+            v.score[usable] - ref_votes[usable] + top,
+            tuple(v.conditions[j] for j in tests) if v.conditions else (),
+            tuple(v.references[j] for j in tests),
+        ),
+        notes,
+    )  # fmt: skip
