@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from qoelab.subjective import models, votes
+from qoelab.subjective import models, screening, votes
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "ratings"
 
@@ -56,6 +56,8 @@ def agrees(check: dict, value: float | None) -> bool:
 def test_set_wide_figures_agree_with_the_published_ones(check: dict) -> None:
     """sureal's published MLE fit of NFLX Public (to 1e-4) and HVEI 2020's tables (to their 2 decimals)."""
     v = load(check["dataset"])
+    if check.get("exclude") == "bt500":
+        v = screening.without_bt500_rejected(v)
     for model in check["models"]:
         value = models.fit(v, model).summary()[check["quantity"]]
         assert agrees(check, value), (model, check, value)
@@ -99,3 +101,16 @@ def test_repeated_presentations_count_as_votes() -> None:
     assert [s.n for s in fit.stimuli] == [8, 8, 8]
     assert [r.n for r in fit.raters] == [6, 6, 6, 6]
     assert fit.raters[0].bias < 0 < fit.raters[2].bias
+
+
+def test_bt500_rejection_finds_three_of_the_four_shuffled_raters() -> None:
+    """NFLX Public with four added raters whose votes are shuffled: the rule catches three (the paper:
+    BT.500 identifies only a portion of many outliers), and on VQEG HD3 one rater."""
+    v = load("nflx_public_last4outliers.csv")
+    assert sorted(v.raters[i] for i in screening.bt500_rejected(v)) == ["s26", "s28", "s29"]
+    hd3 = load("vqeg_hd3.csv")
+    assert [hd3.raters[i] for i in screening.bt500_rejected(hd3)] == ["s12"]
+    # Flagged with the reason beside the other rules' verdicts.
+    flagged = screening.screen(v)
+    why = "BT.500 kurtosis rejection: 8 vote(s) above and 6 below"
+    assert any(r.startswith(why) for r in flagged.reasons[26])

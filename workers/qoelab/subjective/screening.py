@@ -6,6 +6,11 @@
   computed with fewer than 3 shared stimuli or constant votes; the reason is given instead.
 - **vote variance**: the variance of a rater's votes below 0.15 (ITU-T P.910's crowdsourcing rule
   against raters who give the same score nearly every time); needs two votes.
+- **BT.500 kurtosis rejection** (ITU-R BT.500 A1-2.3.1, as Li et al., HVEI 2020, Algorithm 1 states
+  it): per stimulus, a vote at or beyond mean ± 2 sigma (± sqrt(20) sigma when the votes' kurtosis
+  is outside 2..4) counts against its rater, high (P) or low (Q); a rater with (P + Q) above 5 % of
+  the stimuli and |P - Q| / (P + Q) below 0.3 is rejected, and nobody when everyone would be. sigma
+  is the votes' population standard deviation, which reproduces the paper's published intervals.
 
 A repeated vote counts once per presentation in the variance and as its rater's mean in the correlation.
 """
@@ -27,7 +32,10 @@ RULES = (
     {"name": f"correlation with the other raters r >= {MIN_CORRELATION:g}",
      "clause": "ITU-T P.913 subject screening (VQEG r1)"},
     {"name": f"vote variance >= {MIN_VARIANCE:g}", "clause": "ITU-T P.910 crowdsourcing screening"},
+    {"name": "kurtosis-based rejection", "clause": "ITU-R BT.500 A1-2.3.1"},
 )  # fmt: skip
+BT500_SHARE = 0.05
+BT500_BALANCE = 0.3
 
 
 @dataclass
@@ -63,6 +71,38 @@ def _rater_means(v: Votes) -> np.ndarray:
         return total / count
 
 
+def bt500_rejected(v: Votes) -> dict[int, str]:
+    """Raters the BT.500 kurtosis rule rejects, with the counts that did it."""
+    n_s, n_r = len(v.stimuli), len(v.raters)
+    n = np.bincount(v.stimulus, minlength=n_s).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mu = np.bincount(v.stimulus, weights=v.score, minlength=n_s) / n
+        e = v.score - mu[v.stimulus]
+        m2 = np.bincount(v.stimulus, weights=e**2, minlength=n_s) / n
+        m4 = np.bincount(v.stimulus, weights=e**4, minlength=n_s) / n
+        kurtosis = m4 / m2**2
+    wide = np.where((kurtosis >= 2) & (kurtosis <= 4), 2.0, np.sqrt(20.0))
+    bound = (wide * np.sqrt(m2))[v.stimulus]
+    high = np.bincount(v.rater, weights=(e >= bound).astype(float), minlength=n_r)
+    low = np.bincount(v.rater, weights=(e <= -bound).astype(float), minlength=n_r)
+    out = {}
+    for i in range(n_r):
+        total = high[i] + low[i]
+        if total / n_s > BT500_SHARE and abs(high[i] - low[i]) / total < BT500_BALANCE:
+            out[i] = (
+                f"BT.500 kurtosis rejection: {int(high[i])} vote(s) above and {int(low[i])} below their "
+                f"stimuli's bounds ({total / n_s:.0%} of the stimuli > 5 %, balanced < 0.3)"
+            )
+    return {} if len(out) == n_r else out
+
+
+def without_bt500_rejected(v: Votes) -> Votes:
+    """The votes of the raters BT.500's rule keeps (ids and order unchanged)."""
+    out = bt500_rejected(v)
+    keep = np.array([i not in out for i in range(len(v.raters))], dtype=bool)
+    return v.select(keep[v.rater]) if out else v
+
+
 def screen(v: Votes) -> Screening:
     result = Screening()
     m = _rater_means(v)
@@ -95,4 +135,6 @@ def screen(v: Votes) -> Screening:
                 result.flag(
                     i, f"vote variance {var:.3f} < {MIN_VARIANCE:g} (nearly the same score every time)"
                 )
+    for i, why in bt500_rejected(v).items():
+        result.flag(i, why)
     return result
