@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from qoelab.subjective import models, report, votes
+from qoelab.subjective import models, report, screening, votes
 
 
 def bad_long(text: str, **kw: object) -> str:
@@ -141,3 +141,17 @@ def test_acr_with_hidden_reference_scores_each_vote_against_the_same_raters_refe
         report.analyze(votes.parse_long("rater,stimulus,score\na,x,3\n"), "mean", method="acr-hr")
     with pytest.raises(votes.VotesError, match="method 'abx' is not one of: acr, acr-hr, dcr"):
         report.analyze(v, "mean", method="abx")
+
+
+def test_single_outlier_votes_are_dropped_only_when_asked() -> None:
+    # 24 raters vote 4 or 5; one votes 1: z = 3.6 >= 3.29 (z of one vote among n is below (n-1)/sqrt(n)).
+    rows = ["rater,stimulus,score"] + [f"r{i},x,{4 if i % 2 else 5}" for i in range(24)] + ["odd,x,1"]
+    rows += [f"r{i},y,{2 if i % 3 else 3}" for i in range(24)] + ["odd,y,2"]
+    v = votes.parse_long("\n".join(rows))
+    assert [v.raters[r] for r in v.rater[screening.outlier_votes(v)]] == ["odd"]
+    kept = report.analyze(v, "mean", drop_outlier_votes=True)
+    assert kept["stimuli"][0]["n"] == 24 and kept["stimuli"][0]["mos"] == pytest.approx(4.5)
+    assert "1 vote(s) at |z| >= 3.29 within their stimulus left out" in kept["fit"]["notes"]
+    assert report.analyze(v, "mean")["stimuli"][0]["n"] == 25
+    # Fewer than three votes or no spread: nothing to call an outlier.
+    assert not screening.outlier_votes(votes.parse_long("rater,stimulus,score\na,x,1\nb,x,5\n")).any()

@@ -66,6 +66,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--exclude-screened", action="store_true",
         help="fit without the raters a screening rule flags (they are listed either way)",
     )  # fmt: skip
+    a.add_argument(
+        "--drop-outlier-votes", action="store_true",
+        help="leave out single votes at |z| >= 3.29 within their stimulus (P.910's optional rule)",
+    )  # fmt: skip
     a.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     a.set_defaults(func=cmd_analyze)
 
@@ -76,8 +80,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     data = votes.read(args.file, args.format, scale=args.scale)
     top = args.scale[1] if args.scale is not None else 5.0
     result = report.analyze(
-        data, args.model, method=args.method, exclude_screened=args.exclude_screened, top=top
-    )
+        data, args.model, method=args.method, exclude_screened=args.exclude_screened, top=top,
+        drop_outlier_votes=args.drop_outlier_votes,
+    )  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=1, ensure_ascii=False))
     else:

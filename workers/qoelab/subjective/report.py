@@ -15,7 +15,7 @@ import krippendorff
 import numpy as np
 
 from qoelab.subjective.models import SOS_MEANING, Fit, Model, fit
-from qoelab.subjective.screening import Screening, screen
+from qoelab.subjective.screening import OUTLIER_Z, Screening, outlier_votes, screen
 from qoelab.subjective.votes import Votes, VotesError, hidden_reference
 
 
@@ -53,18 +53,27 @@ METHODS = {"acr": "ACR MOS", "acr-hr": "ACR-HR DMOS", "dcr": "DCR score"}
 
 
 def analyze(
-    v: Votes, model: Model = "p910", *, method: str = "acr", exclude_screened: bool = False, top: float = 5.0
-) -> dict[str, Any]:
+    v: Votes, model: Model = "p910", *, method: str = "acr", exclude_screened: bool = False, top: float = 5.0,
+    drop_outlier_votes: bool = False,
+) -> dict[str, Any]:  # fmt: skip
     """Screening, the model's fit (on the kept raters when ``exclude_screened``) and agreement.
 
     ``method`` ``acr-hr`` first turns each test vote into its differential score against the same
     rater's vote on the hidden reference (``votes.hidden_reference``, ``top`` the scale's best grade).
+    ``drop_outlier_votes`` then leaves out single votes at |z| >= 3.29 within their stimulus.
     """
     if method not in METHODS:
         raise VotesError(f"method {method!r} is not one of: {', '.join(METHODS)}")
     notes: list[str] = []
     if method == "acr-hr":
         v, notes = hidden_reference(v, top)
+    if drop_outlier_votes:
+        outliers = outlier_votes(v)
+        if outliers.any():
+            notes.append(
+                f"{int(outliers.sum())} vote(s) at |z| >= {OUTLIER_Z:g} within their stimulus left out"
+            )
+            v = v.select(~outliers)
     checked = screen(v)
     used = v
     if exclude_screened and checked.out:

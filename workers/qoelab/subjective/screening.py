@@ -96,6 +96,22 @@ def bt500_rejected(v: Votes) -> dict[int, str]:
     return {} if len(out) == n_r else out
 
 
+OUTLIER_Z = 3.29  # ITU-T P.910's optional removal of single votes (two-sided 0.1 %)
+
+
+def outlier_votes(v: Votes, z: float = OUTLIER_Z) -> np.ndarray:
+    """Votes at |z| >= ``z`` within their stimulus (z over the stimulus' votes, sample SD); a
+    stimulus with fewer than three votes or no spread has none."""
+    n_s = len(v.stimuli)
+    n = np.bincount(v.stimulus, minlength=n_s).astype(float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(v.stimulus, weights=v.score, minlength=n_s) / n
+        e = v.score - mean[v.stimulus]
+        sd = np.sqrt(np.bincount(v.stimulus, weights=e * e, minlength=n_s) / (n - 1))
+        score = np.abs(e) / sd[v.stimulus]
+    return (n[v.stimulus] >= 3) & (sd[v.stimulus] > 0) & (score >= z)
+
+
 def without_bt500_rejected(v: Votes) -> Votes:
     """The votes of the raters BT.500's rule keeps (ids and order unchanged)."""
     out = bt500_rejected(v)
