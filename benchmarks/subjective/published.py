@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,16 +66,44 @@ def render() -> str:
     return "\n".join(lines)
 
 
+PLAN_BEGIN, PLAN_END = "<!-- subjective-planning:begin -->", "<!-- subjective-planning:end -->"
+PLAN_SETS = ("vqeg_hd3.csv", "nflx_public.csv", "nflx_public_last4outliers.csv")
+HALF_WIDTHS = (0.5, 0.3, 0.2)
+
+
+def render_planning() -> str:
+    """Raters a target 95 % half-width needs, from each public set's fitted inconsistencies.
+
+    Under the subject model a stimulus rated by I raters has the half-width z / sqrt(sum upsilon^-2)
+    = z u / sqrt(I) with u = mean(upsilon^-2)^-1/2, so I = (z u / h)^2 for a target half-width h.
+    """
+    lines = [
+        "| set | raters | u (model) | half-width now | "
+        + " | ".join(f"raters for ±{h:g}" for h in HALF_WIDTHS)
+        + " |",
+        "|---|---|---|---|" + "---|" * len(HALF_WIDTHS),
+    ]
+    for name in PLAN_SETS:
+        fit = models.fit(votes.read(DATA / name), "p913")
+        ups = [r.inconsistency for r in fit.raters if r.inconsistency]
+        u = sum(x**-2 for x in ups) ** -0.5 * len(ups) ** 0.5
+        now = sum((s.ci_high - s.ci_low) / 2 for s in fit.stimuli) / len(fit.stimuli)  # type: ignore[operator]
+        need = " | ".join(str(math.ceil((models.Z95 * u / h) ** 2)) for h in HALF_WIDTHS)
+        lines.append(f"| `{name}` | {len(ups)} | {u:.3f} | {now:.3f} | {need} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write-doc", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}")
     args = p.parse_args()
-    table = render()
+    table, planning = render(), render_planning()
     if args.write_doc:
         write_block(DOC, BEGIN, END, table)
-        print(f"{DOC.relative_to(REPO)}: table written")
+        write_block(DOC, PLAN_BEGIN, PLAN_END, planning)
+        print(f"{DOC.relative_to(REPO)}: tables written")
     else:
-        print(table)
+        print(table + "\n\n" + planning)
 
 
 if __name__ == "__main__":

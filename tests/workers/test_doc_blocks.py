@@ -95,3 +95,14 @@ def test_the_subjective_published_block_is_what_the_committed_sets_give():
         "docs/ratings.md's published-results block is stale: "
         ".venv/bin/python benchmarks/subjective/published.py --write-doc"
     )
+
+
+def test_the_subjective_planning_block_is_what_the_committed_sets_give():
+    published = load("subjective_published", REPO / "benchmarks" / "subjective" / "published.py")
+    assert (
+        block(REPO / "docs" / "ratings.md", published.PLAN_BEGIN, published.PLAN_END)
+        == published.render_planning()
+    ), (
+        "docs/ratings.md's rater-planning block is stale: "
+        ".venv/bin/python benchmarks/subjective/published.py --write-doc"
+    )
