@@ -7,8 +7,8 @@ with ``"error"`` (a failed run) or without a summary is left out. The thin-clien
 records (``benchmarks/thinclient/results``) are read through their experiment presets.
 
 ``COMMITTED`` says which committed files feed each family's verdicts, and which checks a file must
-not feed (with the reason): the docs quote what :func:`committed_report` prints. A family with no
-committed file yet (ch4, whose runs live in a lab database) reports every check *not run*.
+not feed (with the reason): the docs quote what :func:`committed_report` prints. A check whose
+figure has no committed rows yet (ch4's Figs. 4.7 and 4.8) says *not run* with the reason.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ _PPOLL = (
     "apt-bdl's superseded ppoll loop polled every open socket on each wake-up, so its CPU per bit "
     "measured the loop, not the sessions (docs/storage-apt.md)"
 )
+_CH4 = ("ch4-fig46-quick", "ch4-fig46-full")
 _SB = ("meta-rtt", "batch-4kb", "batch-1mb", "batch-16mb", "single", "schedulers", "schedulers-16mb",
        "macro")  # fmt: skip
 
@@ -73,10 +74,10 @@ COMMITTED: dict[str, Family] = {
         "a veth pair on one 2-core host with emulated devices instead of the thesis' offload hardware",
     ),
     "ch4": Family(
-        (),
+        # The Reproduce page's presets run here by benchmarks/presets/run.py (repetitions outermost).
+        tuple(Source(f"benchmarks/presets/results/{n}.jsonl") for n in _CH4),
         "scaled",
-        "scaled rates, 2 cores and QEMU TCG instead of the thesis' KVM testbed",
-        not_run="no committed ch4 results yet: its sweeps are to be exported with `qoelab sweep export`",
+        "the namespace desktop on one 2-core host at the thesis' rates instead of its KVM testbed",
     ),
     "tc002": Family(
         (
