@@ -55,8 +55,12 @@ def subject_model(
         key = aspect["key"]
         part: dict[str, Any] = {"key": key, "label": aspect["label"], "error": "", "rows": [], "raters": []}
         out.append(part)
+        votes = _votes(matrix, key, [c for c, _ in conditions])
+        if votes.n == 0:
+            part["error"] = "No ratings yet."
+            continue
         try:
-            fit = models.fit(_votes(matrix, key, [c for c, _ in conditions]), MODEL)
+            fit = models.fit(votes, MODEL)
         except VotesError as err:
             part["error"] = str(err)
             continue

@@ -705,7 +705,11 @@ def test_researcher_pages_are_owner_only(
     client.force_login(alice)
     page = client.get(f"/campaigns/{campaign.pk}/")
     assert page.status_code == 200 and b"Progress per evaluator" in page.content
-    assert client.get(f"/campaigns/{campaign.pk}/results/").status_code == 200
+    results = client.get(f"/campaigns/{campaign.pk}/results/")
+    assert results.status_code == 200
+    # Before any rating the subject model says so, per aspect, instead of a table.
+    assert results.content.decode().count('data-role="subject-error"') == len(campaign.aspect_keys)
+    assert b"No ratings yet." in results.content
 
 
 def test_invite_shows_links_once_and_the_api_creates_a_campaign_from_a_sweep(

@@ -79,7 +79,8 @@ def test_a_file_excluded_from_a_check_does_not_feed_it(tmp_path):
     assert pooled[0].trials == 12
     kept = [Source(str(old), not_for={"session_cpu_overhead": "superseded build"}), Source(str(new))]
     alone = [f for f in evaluate_files("ch2", kept) if f.name == "session_cpu_overhead"]
-    assert alone[0].trials == 6 and alone[0].verdict == "does not hold", alone[0].reason
+    # APT below vanilla per bit: a saving the per-process count cannot turn into a refutation.
+    assert alone[0].trials == 6 and alone[0].verdict == "inconclusive", alone[0].reason
     assert "APT is lower" in alone[0].reason
 
 
