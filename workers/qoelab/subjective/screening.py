@@ -60,17 +60,6 @@ class Screening:
         }
 
 
-def _rater_means(v: Votes) -> np.ndarray:
-    """raters × stimuli: each rater's mean vote on each stimulus (NaN where none)."""
-    shape = (len(v.raters), len(v.stimuli))
-    total = np.zeros(shape)
-    count = np.zeros(shape)
-    np.add.at(total, (v.rater, v.stimulus), v.score)
-    np.add.at(count, (v.rater, v.stimulus), 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return total / count
-
-
 def bt500_rejected(v: Votes) -> dict[int, str]:
     """Raters the BT.500 kurtosis rule rejects, with the counts that did it."""
     n_s, n_r = len(v.stimuli), len(v.raters)
@@ -121,7 +110,7 @@ def without_bt500_rejected(v: Votes) -> Votes:
 
 def screen(v: Votes) -> Screening:
     result = Screening()
-    m = _rater_means(v)
+    m = v.rater_means()
     has = ~np.isnan(m)
     sums = np.nansum(m, axis=0)
     counts = has.sum(axis=0)

@@ -62,6 +62,15 @@ class Votes:
     def votes_per_rater(self) -> np.ndarray:
         return np.bincount(self.rater, minlength=len(self.raters))
 
+    def rater_means(self) -> np.ndarray:
+        """raters × stimuli: each rater's mean vote on each stimulus (NaN where none; repeats averaged)."""
+        shape = (len(self.raters), len(self.stimuli))
+        total, count = np.zeros(shape), np.zeros(shape)
+        np.add.at(total, (self.rater, self.stimulus), self.score)
+        np.add.at(count, (self.rater, self.stimulus), 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return total / count
+
     def select(self, keep: np.ndarray) -> Votes:
         """The same raters and stimuli (ids and order unchanged) with only the votes where ``keep``."""
         return Votes(
@@ -230,12 +239,7 @@ def hidden_reference(v: Votes, top: float = 5.0) -> tuple[Votes, list[str]]:
     index = {s: j for j, s in enumerate(v.stimuli)}
     ref_of = np.array([index.get(ref, -1) if ref else -1 for ref in v.references], dtype=np.intp)
     tests = [j for j in range(len(v.stimuli)) if ref_of[j] >= 0 and ref_of[j] != j]
-    shape = (len(v.raters), len(v.stimuli))
-    total, count = np.zeros(shape), np.zeros(shape)
-    np.add.at(total, (v.rater, v.stimulus), v.score)
-    np.add.at(count, (v.rater, v.stimulus), 1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = total / count
+    mean = v.rater_means()
     new_index = {j: k for k, j in enumerate(tests)}
     keep = np.array([new_index.get(int(j), -1) >= 0 for j in v.stimulus], dtype=bool)
     ref_votes = mean[v.rater, ref_of[v.stimulus]] if v.n else np.array([])
