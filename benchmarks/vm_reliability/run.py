@@ -6,11 +6,15 @@ interleaved (repetition outermost). Per protocol and start (``snapshot``: restor
 saved state; ``cold``: booted) it reports the success rate, QEMU start to the first workload page
 on the guest's screen (median, p95), how many trials needed no browser restart in the guest, and
 every failure's reason. ``--cpu-quota 0.6`` holds each guest's QEMU to 0.6 of a core
-(``QOELAB_VM_CPU_QUOTA``, a CPU cgroup): the slowed condition where the guest's browser used to
-stall (docs/vm.md). Every trial is appended to ``--out`` as it ends, so a stopped run (Ctrl-C or
-kill: the trial under way is torn down) keeps its data,
-and ``--resume`` continues it later (each part keeps its own commit and host facts). The report
-judges each row against issue 31's targets once it has 30 trials.
+(``QOELAB_VM_CPU_QUOTA``, a CPU cgroup), where the guest's browser used to stall (docs/vm.md). A
+quota slows guests differently on different machines, so ``--guest-speed SECONDS`` defines the
+slowed condition by the guest's speed instead: each part first finds the quota at which a fixed
+workload takes that long in the guest here (``guest_speed.py``) and runs its trials at it.
+
+Every trial is appended to ``--out`` as it ends, so a stopped run (Ctrl-C or kill: the trial under
+way is torn down) keeps its data, and ``--resume`` continues it later (each part keeps its own
+commit and host facts). The report judges each row against issue 31's targets once it has 30
+trials.
 
     sudo .venv/bin/python benchmarks/vm_reliability/run.py --trials 30 \
         --out benchmarks/vm_reliability/quiet.json
@@ -38,7 +42,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 
 
-def host_facts(cpu_quota: float | None) -> dict[str, Any]:
+def host_facts(cpu_quota: float | None, guest_speed: dict[str, Any] | None = None) -> dict[str, Any]:
     """Commit, CPU, kernel, QEMU and the guest image: where the numbers come from."""
 
     def out(argv: list[str]) -> str:
@@ -62,6 +66,7 @@ def host_facts(cpu_quota: float | None) -> dict[str, Any]:
         "qemu": out(["qemu-system-x86_64", "--version"]),
         "image": {k: image.provenance().get(k) for k in ("input_hash", "browser", "built_at")},
         "cpu_quota": cpu_quota,
+        "guest_speed": guest_speed,
         "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
     }
 
@@ -145,7 +150,8 @@ def report(doc: dict[str, Any]) -> str:
             f"Part {i + 1} ({n} trials): {machine(facts)} ({facts['cores']} cores), "
             f"kernel {facts['kernel']}, {facts['qemu']}; commit {facts['commit']}; "
             f"guest {facts['image']['browser']}; "
-            f"QEMU CPU quota: {facts['cpu_quota'] or 'none'} (cores); started {facts['started']}.{beside}"
+            f"QEMU CPU quota: {facts['cpu_quota'] or 'none'} (cores){speed_note(facts)}; "
+            f"started {facts['started']}.{beside}"
         )
     lines += [
         "",
@@ -168,6 +174,24 @@ def report(doc: dict[str, Any]) -> str:
         failures += [f"- {start} {protocol}: {t['error'][:400]}" for t in rows if not t["ok"]]
     lines += by_machine(doc, keys)
     return "\n".join(lines + ([""] + ["Failures:"] + failures if failures else []))
+
+
+def speed_note(facts: dict[str, Any]) -> str:
+    """How a part's quota was found, when the condition is a guest speed."""
+    speed = facts.get("guest_speed")
+    if not speed:
+        return ""
+    probes = ", ".join(f"{p['quota'] or 'none'}: {p['median_s']:.2f} s" for p in speed["probes"])
+    slower = (
+        " (slower than the target without a quota: run unheld)" if speed.get("slower_than_target") else ""
+    )
+    return f", found for a guest workload of {speed['target_s']:g} s{slower} (quota: workload time {probes})"
+
+
+def condition(facts: dict[str, Any]) -> str:
+    """What a run's file holds: one condition, a guest speed or a bare quota."""
+    speed = facts.get("guest_speed")
+    return f"guest workload {speed['target_s']:g} s" if speed else f"QEMU CPU quota {facts.get('cpu_quota')}"
 
 
 def machine(facts: dict[str, Any]) -> str:
@@ -205,10 +229,9 @@ def start_or_resume(out: Path, facts: dict[str, Any], resume: bool) -> dict[str,
         raise ValueError("exists; pass --resume to continue that run, or name a new file")
     doc = json.loads(out.read_text())
     doc.setdefault("parts", [doc["host"]])
-    if doc["parts"][0].get("cpu_quota") != facts["cpu_quota"]:
+    if condition(doc["parts"][0]) != condition(facts):
         raise ValueError(
-            f"was run with QEMU CPU quota {doc['parts'][0].get('cpu_quota')}, not {facts['cpu_quota']}: "
-            "one file holds one condition"
+            f"was run with {condition(doc['parts'][0])}, not {condition(facts)}: one file holds one condition"
         )
     doc["parts"].append(facts)
     return doc
@@ -219,7 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocols", default="vnc,spice,x2go")
     ap.add_argument("--starts", default="snapshot,cold")
     ap.add_argument("--trials", type=int, default=30, help="per protocol and start")
-    ap.add_argument("--cpu-quota", type=float, default=None, help="hold each guest's QEMU to this many cores")
+    held = ap.add_mutually_exclusive_group()
+    held.add_argument(
+        "--cpu-quota", type=float, default=None, help="hold each guest's QEMU to this many cores"
+    )
+    held.add_argument("--guest-speed", type=float, default=None, metavar="SECONDS",
+                      help="hold each guest's QEMU to the quota at which guest_speed.py's workload takes "
+                      "this long (found per part)")  # fmt: skip
     ap.add_argument("--out", type=Path, help="JSON file the run is written to, trial by trial")
     ap.add_argument("--resume", action="store_true",
                     help="continue the run in --out: run only the trials it still lacks")  # fmt: skip
@@ -235,11 +264,19 @@ def main(argv: list[str] | None = None) -> int:
     # kill (SIGTERM) stops the run between or inside trials with the trial's teardown, as Ctrl-C
     # does: the guest, its overlay and the namespaces go (a backgrounded run ignores SIGINT).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    speed = None
+    if args.guest_speed is not None:
+        import guest_speed
+
+        speed = guest_speed.calibrate(args.guest_speed)
+        speed["probes"] = [{k: p[k] for k in ("quota", "median_s", "workload_s")} for p in speed["probes"]]
+        args.cpu_quota = speed["quota"]
+        print(f"quota {args.cpu_quota or 'none'}{speed_note({'guest_speed': speed})}", flush=True)
     if args.cpu_quota is not None:
         os.environ["QOELAB_VM_CPU_QUOTA"] = str(args.cpu_quota)
     from qoelab.vm.throttle import cpu_quota_from_env
 
-    facts = host_facts(cpu_quota_from_env()) | ({"beside": args.beside} if args.beside else {})
+    facts = host_facts(cpu_quota_from_env(), speed) | ({"beside": args.beside} if args.beside else {})
     try:
         doc = start_or_resume(args.out, facts, args.resume)
     except ValueError as err:

@@ -74,7 +74,7 @@ def test_a_guest_serves_vnc_and_ssh_on_the_server_side_and_leaves_nothing(image,
     from qoelab.procs import ProcSet
     from qoelab.rd.desktop import serve_pages
     from qoelab.rd.workload import generate
-    from qoelab.vm.bench import _link_on_screen, forward_ssh_to_guest, ns_run
+    from qoelab.vm.bench import _link_on_screen, forward_ssh_to_guest, ns_run, x2go_session_state
     from qoelab.vm.qemu import DEFAULT_MEMORY_MB
     from qoelab.vm.snapshot import get_snapshot
 
@@ -100,6 +100,9 @@ def test_a_guest_serves_vnc_and_ssh_on_the_server_side_and_leaves_nothing(image,
                 assert _tcp_banner(link, "client", SERVER_IP, 5900, b"RFB 003.008").startswith(b"RFB 003.008")
                 # sshd inside the guest, forwarded from the server address (X2Go's way in).
                 assert _tcp_banner(link, "client", SERVER_IP, 22, b"SSH-2.0").startswith(b"SSH-2.0")
+                # What a failed X2Go trial appends to its error: read as root over ssh on the tap.
+                state = x2go_session_state(server_ns, g, prefix)
+                assert state.startswith("in the guest: ") and "chromium" in state, state  # the kiosk
                 overlay, pid = g.overlay, g.pid
         finally:
             procs.stop_all()

@@ -375,6 +375,11 @@ def test_an_x2go_session_that_ends_early_gets_one_more_and_each_restart_is_retur
         measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
         with pytest.raises(SetupError, match="no first page; the guest reported: .*chromium exited"):
             _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append)
+        # The last failure also says what the guest shows of its X2Go session (read over ssh).
+        measure, calls = ends_early(X2GO_SESSION_ATTEMPTS)
+        with pytest.raises(SetupError, match=r"chromium exited'\]; in the guest: 12 Ss x2goagent$"):
+            _measure_reporting_the_guest(measure, procs, guest, {}, home, heard.append,
+                                         lambda: "in the guest: 12 Ss x2goagent")  # fmt: skip
         measure, calls = ends_early(1)
         with pytest.raises(SetupError) as vnc:  # VNC has no session to start again
             _measure_reporting_the_guest(measure, procs, guest, {}, home, None)

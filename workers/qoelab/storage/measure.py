@@ -24,8 +24,8 @@ import psutil
 
 from qoelab.emulation.system import find_tool
 from qoelab.emulation.topology import EmulatedLink
-from qoelab.storage.guest import GuestShell
 from qoelab.storage.targets import find_servers
+from qoelab.vm.shell import GuestShell
 
 GUEST_TOOL = "/usr/local/bin/storage-iobench"
 

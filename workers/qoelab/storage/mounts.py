@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
-from qoelab.storage.guest import GuestCommandError, GuestShell
 from qoelab.storage.nfs import PSEUDO, NfsTarget
 from qoelab.storage.swift import SwiftTarget
 from qoelab.storage.targets import IscsiTarget
+from qoelab.vm.shell import GuestCommandError, GuestShell
 
 MOUNT_POINT = "/mnt/qoelab"
 NFS_VERSIONS = ("4.0", "4.1", "4.2")

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from qoelab.apt.targets import TargetError
 from qoelab.emulation.system import find_tool, marked_env
 from qoelab.errors import ParameterError, QoelabError
@@ -120,7 +122,8 @@ def _mount_backing(target: NfsTarget, backing: str, size_bytes: int) -> dict[str
             except Exception as err:  # noqa: BLE001 - a missing tool is one more reason to fall back
                 out = subprocess.CompletedProcess([], 1, "", str(err))
         if out.returncode == 0 and os.path.ismount(target.export_dir):
-            target.undo(functools.partial(unmount, target.export_dir))
+            step = _unmount_fuse2fs if method == "fuse2fs" else unmount
+            target.undo(functools.partial(step, target.export_dir))
             info["backing"] = f"ext4 image ({method} mount)"
             if tried:
                 info["failed"] = tried
@@ -131,6 +134,25 @@ def _mount_backing(target: NfsTarget, backing: str, size_bytes: int) -> dict[str
     image.unlink()
     info.update(backing="directory on the host's disk (no ext4 mount worked)", failed=tried, image=None)
     return info
+
+
+def _unmount_fuse2fs(point: Path, timeout_s: float = 10.0) -> bool:
+    """Unmount a fuse2fs export and wait for its daemon to leave (SIGKILL after ``timeout_s``).
+
+    fuse2fs exits on its own once the kernel tells it the mount is gone, but after ``umount``
+    returns: without the wait a caller checking for leftovers can still see it (CI did, once).
+    """
+    daemons = []
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "fuse2fs" and str(point) in (proc.info["cmdline"] or []):
+            daemons.append(proc)
+    done = unmount(point)
+    _gone, alive = psutil.wait_procs(daemons, timeout=timeout_s)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=3)
+    return done
 
 
 def _lines(path: Path) -> list[str]:

@@ -200,9 +200,10 @@ def run_vm_bench(
                             restart["guest_reports"])  # fmt: skip
 
             on_restart = said if protocol == "x2go" else None
+            diagnose = functools.partial(x2go_session_state, server_ns, guest, prefix) if on_restart else None
             try:
                 run, restarts = _measure_reporting_the_guest(
-                    measure, procs, guest, timings, workdir / "client-home", on_restart
+                    measure, procs, guest, timings, workdir / "client-home", on_restart, diagnose
                 )
             finally:
                 t2 = time.monotonic()
@@ -233,14 +234,14 @@ def run_vm_bench(
 
 def _measure_reporting_the_guest(
     measure: Callable[[], Any], procs: ProcSet, guest: Any, timings: dict[str, float], client_home: Path,
-    on_restart: Callable[[dict[str, Any]], None] | None,
+    on_restart: Callable[[dict[str, Any]], None] | None, diagnose: Callable[[], str] | None = None,
 ) -> tuple[Any, list[dict[str, Any]]]:  # fmt: skip
     """``measure()`` and the X2Go sessions started again, each with its error and the guest's reports.
 
     With ``on_restart`` (X2Go), a session whose viewer ended before its first page gets a new one, at
     most ``X2GO_SESSION_ATTEMPTS`` in all (its browser did so in CI under TCG; docs/vm.md), and
     ``on_restart`` hears of each as it happens. Any other failure, or the last, raises with what the
-    guest reported appended."""
+    guest reported appended, and ``diagnose()``'s account of the guest's state (X2Go: its session)."""
     started = len(procs.procs)
     restarts: list[dict[str, Any]] = []
     while True:
@@ -252,11 +253,37 @@ def _measure_reporting_the_guest(
             if on_restart is None or not (again and _viewer_ended_early(procs, started, timings)):
                 stall = x2go_stall_note(reports, timings) if on_restart is not None else ""
                 why = f"; {stall}" if stall else ""
-                raise SetupError(f"{err}{why}; the guest reported: {reports or 'nothing'}") from err
+                state = f"; {diagnose()}" if diagnose is not None else ""
+                raise SetupError(f"{err}{why}; the guest reported: {reports or 'nothing'}{state}") from err
             restarts.append({"error": str(err)[-500:], "guest_reports": reports})
             on_restart(restarts[-1])
             procs.stop_all(keep=started)
             shutil.rmtree(client_home, ignore_errors=True)
+
+
+# The X2Go session as the guest sees it: its processes (oldest first, command lines cut) and the tail
+# of each session's agent log. Read as root over ssh when a session never showed its page, because
+# the kiosk's own report lines (ttyS1) say nothing when the session's browser never started.
+X2GO_STATE_COMMAND = (
+    "ps -eo etimes,stat,args --sort=start_time | grep -E '[x]2go|[n]xagent|[c]hromium|[q]oelab-' "
+    '| cut -c1-140 | tail -n 12; for f in /home/*/.x2go/C-*/session.log; do [ -f "$f" ] && '
+    'echo "== $f" && tail -n 6 "$f" | cut -c1-200; done'
+)
+
+
+def x2go_session_state(ns: str, guest: Any, prefix: str, timeout_s: float = 30.0) -> str:
+    """One line: the guest's X2Go processes and agent log, or why they could not be read."""
+    from qoelab.vm.shell import GuestShell
+
+    shell = GuestShell(ns, guest.image.directory / "root-key", prefix)
+    try:
+        out = shell.run(X2GO_STATE_COMMAND, timeout=timeout_s, check=False)
+        text = " | ".join(" ".join(line.split()) for line in out.stdout.splitlines() if line.strip())
+        return f"in the guest: {text[-1500:] or 'no X2Go process and no session log'}"
+    except Exception as err:  # noqa: BLE001 - a diagnosis must not hide the trial's own error
+        return f"the guest's X2Go state could not be read ({err})"
+    finally:
+        shell.close()
 
 
 def _viewer_ended_early(procs: ProcSet, started: int, timings: dict[str, float]) -> bool:
