@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "workers"))
 
 WORKLOAD = "head -c 160M /dev/zero | sha256sum >/dev/null"
-TOLERANCE = 0.10  # a calibrated quota's workload time is within 10 % of the target
+TOLERANCE = 0.15  # a found quota gives the target within 15 % (medians of 5 differed by 12 %)
 MAX_PROBES = 6
 QUOTA_RANGE = (0.1, 4.0)  # cores; beyond the top a quota holds nothing on a 2-core host
 
@@ -84,7 +84,7 @@ def _timed(shell: Any, command: str) -> float:
     return time.monotonic() - t0
 
 
-def calibrate(target_s: float, first_quota: float = 0.6, reps: int = 3) -> dict[str, Any]:
+def calibrate(target_s: float, first_quota: float = 0.6, reps: int = 5) -> dict[str, Any]:
     """The quota at which the workload takes ``target_s`` here, with every probe that found it.
 
     ``quota`` is None when the guest is that slow or slower without a quota (the host is slower than
