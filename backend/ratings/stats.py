@@ -4,8 +4,8 @@
   condition and aspect is the mean of its 1..5 scores (ITU-T P.910 DCR; thesis ch. 4 §4.5).
   The 95 % confidence interval is mean ± t(0.975, n-1) · s / √n with s the sample standard
   deviation; n = 1 has no interval.
-- Agreement: Krippendorff's alpha (ordinal and interval) from the ``krippendorff`` package over the
-  evaluators × (condition, aspect) matrix, missing answers allowed.
+- Agreement: Krippendorff's alpha (ordinal and interval) over the evaluators × (condition, aspect)
+  matrix, missing answers allowed; computed, with the correlation rule, by ``qoelab.subjective``.
 - Screening (see docs/ratings.md): an evaluator is excluded when the Pearson correlation of their
   scores with the mean of the other evaluators over the same units is below 0.75 (the r1 criterion
   of the VQEG/ITU-T P.913 correlation-based subject screening), when they rate a gold trap (reference
@@ -19,16 +19,17 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import krippendorff
-import numpy as np
 from scipy import stats as sps
+
+from qoelab.subjective import report as subjective_report
+from qoelab.subjective import screening
+from qoelab.subjective.votes import from_mapping
 
 CONFIDENCE = 0.95
 # Screening thresholds (documented in docs/ratings.md).
-MIN_CORRELATION = 0.75
+MIN_CORRELATION = screening.MIN_CORRELATION
 GOLD_FAIL_AT_OR_BELOW = 3
 MAX_REPEAT_DIFFERENCE = 1
-MIN_UNITS_FOR_CORRELATION = 3
 
 
 @dataclass(frozen=True)
@@ -85,27 +86,13 @@ def alpha(
 ) -> Alpha:
     """Krippendorff's alpha of ``{rater: {unit: score}}`` at ``level`` (ordinal, interval, ...).
 
-    Units answered by fewer than two raters carry no pairable values and do not count. The value
-    domain is the full 1..5 scale so that ordinal distances do not depend on which grades were used.
+    Computed by the lab's subjective library (``qoelab.subjective``, the same function ``qoelab
+    ratings analyze`` uses). Units answered by fewer than two raters carry no pairable values and do
+    not count. The value domain is the full 1..5 scale so that ordinal distances do not depend on
+    which grades were used.
     """
-    raters = list(matrix)
-    units = sorted({u for row in matrix.values() for u in row}, key=repr)
-    per_unit = {u: sum(1 for r in raters if u in matrix[r]) for u in units}
-    pairable = sum(1 for u in units if per_unit[u] >= 2)
-    base = {"level": level, "raters": len(raters), "units": len(units), "pairable": pairable}
-    if len(raters) < 2 or pairable == 0:
-        return Alpha(None, reason="needs at least one unit rated by two or more evaluators", **base)
-    values = {v for row in matrix.values() for v in row.values()}
-    if len(values) < 2:
-        # Everyone gave the same grade everywhere: agreement is perfect but alpha is 0/0.
-        return Alpha(None, reason="all scores are identical; alpha is undefined (no variation)", **base)
-    data = np.array(
-        [[float(matrix[r][u]) if u in matrix[r] else np.nan for u in units] for r in raters], dtype=float
-    )
-    value = krippendorff.alpha(
-        reliability_data=data, level_of_measurement=level, value_domain=np.array(domain, dtype=float)
-    )
-    return Alpha(float(value), **base)
+    votes, _raters = from_mapping(matrix)
+    return Alpha(**subjective_report.alpha(votes, level, domain=domain))
 
 
 @dataclass
@@ -134,24 +121,11 @@ def pearson_with_others(
     """Pearson r of ``rater``'s scores with the mean of the other raters on the units both cover.
 
     Leave-one-out (the rater is not part of the mean), so with a small panel an evaluator cannot
-    raise their own agreement. Returns (r or None, units used, why None).
+    raise their own agreement. Returns (r or None, units used, why None). The rule and its wording
+    are the subjective library's (``qoelab.subjective.screening``), as for any rating set.
     """
-    mine = matrix[rater]
-    xs, ys = [], []
-    for unit, score in mine.items():
-        others = [row[unit] for r, row in matrix.items() if r != rater and unit in row]
-        if others:
-            xs.append(float(score))
-            ys.append(sum(others) / len(others))
-    n = len(xs)
-    if n < MIN_UNITS_FOR_CORRELATION:
-        return None, n, f"only {n} unit(s) shared with other evaluators (needs {MIN_UNITS_FOR_CORRELATION})"
-    if len(set(xs)) < 2:
-        return None, n, "this evaluator gave the same score everywhere (correlation undefined)"
-    if len(set(ys)) < 2:
-        return None, n, "the other evaluators' means do not vary (correlation undefined)"
-    r = float(sps.pearsonr(xs, ys).statistic)
-    return r, n, ""
+    votes, raters = from_mapping(matrix)
+    return screening.correlations(votes)[raters.index(rater)]
 
 
 def screen(

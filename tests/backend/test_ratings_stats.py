@@ -128,8 +128,8 @@ def test_screening_flags_gold_traps_rated_3_or_lower_and_inconsistent_repeats() 
 def test_correlation_is_not_computed_on_too_few_units_or_constant_answers() -> None:
     result = stats.screen({"a": {1: 5, 2: 4}, "b": {1: 5, 2: 3}})
     assert result["a"].correlation is None
-    assert "only 2 unit" in result["a"].correlation_note
+    assert "only 2 stimulus/stimuli shared" in result["a"].correlation_note
     assert not result["a"].excluded
     flat = stats.screen({"a": {1: 5, 2: 5, 3: 5}, "b": {1: 5, 2: 3, 3: 1}})
     assert flat["a"].correlation is None
-    assert "same score" in flat["a"].correlation_note
+    assert "this rater's votes do not vary" in flat["a"].correlation_note

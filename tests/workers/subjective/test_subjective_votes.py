@@ -78,7 +78,7 @@ def test_all_equal_votes_the_mean_applies_and_the_subject_model_says_why() -> No
     assert [s["mos"] for s in out["stimuli"]] == [3.0, 3.0, 3.0]
     assert (
         out["alpha"]["interval"]["value"] is None
-        and "all votes are equal" in out["alpha"]["interval"]["reason"]
+        and "all votes are identical" in out["alpha"]["interval"]["reason"]
     )
     assert out["fit"]["nbic"] is None and "unbounded" in out["fit"]["notes"][0]
     assert "NaN" not in json.dumps(out)

@@ -9,6 +9,7 @@ that cannot be estimated is ``null`` and the fit's notes say why.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import krippendorff
@@ -19,8 +20,12 @@ from qoelab.subjective.screening import OUTLIER_Z, Screening, outlier_votes, scr
 from qoelab.subjective.votes import Votes, VotesError, hidden_reference
 
 
-def alpha(v: Votes, level: str) -> dict[str, Any]:
-    """Krippendorff's alpha over raters × stimuli (a repeated vote: the first counts)."""
+def alpha(v: Votes, level: str, domain: Sequence[float] | None = None) -> dict[str, Any]:
+    """Krippendorff's alpha over raters × stimuli (a repeated vote: the first counts).
+
+    ``domain``: the scale's values (a campaign's 1..5), so that ordinal distances do not depend on
+    which grades happened to be used; without it, the values seen.
+    """
     units = v.votes_per_stimulus()
     pairable = int((np.bincount(v.stimulus[_first_votes(v)], minlength=len(v.stimuli)) >= 2).sum())
     base = {"level": level, "raters": len(v.raters), "units": int((units > 0).sum()), "pairable": pairable}
@@ -29,9 +34,10 @@ def alpha(v: Votes, level: str) -> dict[str, Any]:
     first = _first_votes(v)
     data = np.full((len(v.raters), len(v.stimuli)), np.nan)
     data[v.rater[first], v.stimulus[first]] = v.score[first]
-    values = np.unique(v.score[first])
-    if values.size < 2:
-        return {"value": None, "reason": "all votes are equal; alpha is undefined (no variation)", **base}
+    seen = np.unique(v.score[first])
+    if seen.size < 2:
+        return {"value": None, "reason": "all votes are identical; alpha is undefined (no variation)", **base}
+    values = seen if domain is None else np.asarray(domain, dtype=float)
     value = krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=values)
     return {"value": float(value), "reason": "", **base}
 

@@ -108,31 +108,39 @@ def without_bt500_rejected(v: Votes) -> Votes:
     return v.select(keep[v.rater]) if out else v
 
 
-def screen(v: Votes) -> Screening:
-    result = Screening()
+def correlations(v: Votes) -> list[tuple[float | None, int, str]]:
+    """Per rater: Pearson r with the mean of the *other* raters over the stimuli both cover, the
+    number of those stimuli, and why r is None when it is (too few shared, constant votes)."""
     m = v.rater_means()
     has = ~np.isnan(m)
     sums = np.nansum(m, axis=0)
     counts = has.sum(axis=0)
+    out: list[tuple[float | None, int, str]] = []
     for i in range(len(v.raters)):
         others_n = counts - has[i]
         shared = has[i] & (others_n > 0)
         n = int(shared.sum())
         if n < MIN_SHARED:
-            result.correlation[i] = None
-            result.notes[i] = f"only {n} stimulus/stimuli shared with other raters (needs {MIN_SHARED})"
+            out.append((None, n, f"only {n} stimulus/stimuli shared with other raters (needs {MIN_SHARED})"))
+            continue
+        mine = m[i, shared]
+        others = (sums[shared] - mine) / others_n[shared]
+        if np.ptp(mine) == 0 or np.ptp(others) == 0:
+            who = "this rater's" if np.ptp(mine) == 0 else "the other raters' mean"
+            out.append((None, n, f"{who} votes do not vary over the shared stimuli (r undefined)"))
         else:
-            mine = m[i, shared]
-            others = (sums[shared] - mine) / others_n[shared]
-            if np.ptp(mine) == 0 or np.ptp(others) == 0:
-                result.correlation[i] = None
-                who = "this rater's" if np.ptp(mine) == 0 else "the other raters' mean"
-                result.notes[i] = f"{who} votes do not vary over the shared stimuli (r undefined)"
-            else:
-                r = float(np.corrcoef(mine, others)[0, 1])
-                result.correlation[i] = r
-                if r < MIN_CORRELATION:
-                    result.flag(i, f"correlation with the other raters r = {r:.2f} < {MIN_CORRELATION:g}")
+            out.append((float(np.corrcoef(mine, others)[0, 1]), n, ""))
+    return out
+
+
+def screen(v: Votes, min_correlation: float = MIN_CORRELATION) -> Screening:
+    result = Screening()
+    for i, (r, _n, note) in enumerate(correlations(v)):
+        result.correlation[i] = r
+        if note:
+            result.notes[i] = note
+        elif r is not None and r < min_correlation:
+            result.flag(i, f"correlation with the other raters r = {r:.2f} < {min_correlation:g}")
         votes = v.score[v.rater == i]
         if votes.size >= 2:
             var = float(votes.var(ddof=1))

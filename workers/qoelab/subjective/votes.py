@@ -16,7 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,6 +77,26 @@ class Votes:
             self.raters, self.stimuli, self.rater[keep], self.stimulus[keep], self.score[keep],
             self.conditions, self.references,
         )  # fmt: skip
+
+
+def from_mapping(matrix: Mapping[Hashable, Mapping[Hashable, float]]) -> tuple[Votes, list[Hashable]]:
+    """Votes from ``{rater: {stimulus: score}}`` (a campaign's matrix) and the raters' keys by index.
+
+    Raters keep the mapping's order and stimuli their first appearance; ids are ``str(key)``.
+    """
+    raters = list(matrix)
+    stimuli: dict[Hashable, int] = {}
+    r_idx, s_idx, scores = [], [], []
+    for i, rater in enumerate(raters):
+        for stimulus, score in matrix[rater].items():
+            r_idx.append(i)
+            s_idx.append(stimuli.setdefault(stimulus, len(stimuli)))
+            scores.append(float(score))
+    votes = Votes(
+        tuple(str(r) for r in raters), tuple(str(s) for s in stimuli),
+        np.array(r_idx, dtype=np.intp), np.array(s_idx, dtype=np.intp), np.array(scores, dtype=float),
+    )  # fmt: skip
+    return votes, raters
 
 
 def from_matrix(matrix: np.ndarray) -> Votes:
