@@ -60,13 +60,18 @@ class Screening:
         }
 
 
+def _centred(v: Votes) -> tuple[np.ndarray, np.ndarray]:
+    """Votes per stimulus (as floats) and each vote's deviation from its stimulus' mean."""
+    n = v.votes_per_stimulus().astype(float)
+    mean = np.bincount(v.stimulus, weights=v.score, minlength=len(v.stimuli)) / np.maximum(n, 1)
+    return n, v.score - mean[v.stimulus]
+
+
 def bt500_rejected(v: Votes) -> dict[int, str]:
     """Raters the BT.500 kurtosis rule rejects, with the counts that did it."""
     n_s, n_r = len(v.stimuli), len(v.raters)
-    n = np.bincount(v.stimulus, minlength=n_s).astype(float)
+    n, e = _centred(v)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mu = np.bincount(v.stimulus, weights=v.score, minlength=n_s) / n
-        e = v.score - mu[v.stimulus]
         m2 = np.bincount(v.stimulus, weights=e**2, minlength=n_s) / n
         m4 = np.bincount(v.stimulus, weights=e**4, minlength=n_s) / n
         kurtosis = m4 / m2**2
@@ -92,10 +97,8 @@ def outlier_votes(v: Votes, z: float = OUTLIER_Z) -> np.ndarray:
     """Votes at |z| >= ``z`` within their stimulus (z over the stimulus' votes, sample SD); a
     stimulus with fewer than three votes or no spread has none."""
     n_s = len(v.stimuli)
-    n = np.bincount(v.stimulus, minlength=n_s).astype(float)
+    n, e = _centred(v)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.bincount(v.stimulus, weights=v.score, minlength=n_s) / n
-        e = v.score - mean[v.stimulus]
         sd = np.sqrt(np.bincount(v.stimulus, weights=e * e, minlength=n_s) / (n - 1))
         score = np.abs(e) / sd[v.stimulus]
     return (n[v.stimulus] >= 3) & (sd[v.stimulus] > 0) & (score >= z)
