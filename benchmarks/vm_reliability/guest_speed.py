@@ -22,6 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +85,18 @@ def _timed(shell: Any, command: str) -> float:
     return time.monotonic() - t0
 
 
-def calibrate(target_s: float, first_quota: float = 0.6, reps: int = 5) -> dict[str, Any]:
+def calibrate(
+    target_s: float,
+    first_quota: float = 0.6,
+    reps: int = 5,
+    probe: Callable[[float | None, int], Any] = measure,
+) -> dict[str, Any]:
     """The quota at which the workload takes ``target_s`` here, with every probe that found it.
 
     ``quota`` is None when the guest is that slow or slower without a quota (the host is slower than
-    the condition: it runs unheld, and ``slower_than_target`` says so).
+    the condition: it runs unheld, and ``slower_than_target`` says so). ``probe`` is ``measure``.
     """
+    measure = probe
     unheld = measure(None, reps)
     probes = [unheld]
     if unheld["median_s"] >= target_s * (1 - TOLERANCE):

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -49,20 +48,19 @@ def host_facts(cpu_quota: float | None, guest_speed: dict[str, Any] | None = Non
         res = subprocess.run(argv, capture_output=True, text=True, check=False, cwd=REPO)
         return res.stdout.strip().splitlines()[0] if res.stdout.strip() else ""
 
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())  # fmt: skip
     from qoelab.hostfacts import cpu_provenance
     from qoelab.vm.image import load_image
 
+    cpu = cpu_provenance()
     image = load_image()
     return {
         "commit": out(["git", "rev-parse", "--short", "HEAD"]),
-        "cpu": cpu,
+        "cpu": cpu["model"],
         # The model name alone does not tell machines apart: two "AMD EPYC" hosts ran TCG guests
         # 2.7x apart (docs/vm.md); the kernel's calibrated clock does.
-        "bogomips": cpu_provenance()["bogomips"],
-        "cores": os.cpu_count(),
-        "kernel": platform.release(),
+        "bogomips": cpu["bogomips"],
+        "cores": cpu["cpus"],
+        "kernel": cpu["kernel"],
         "qemu": out(["qemu-system-x86_64", "--version"]),
         "image": {k: image.provenance().get(k) for k in ("input_hash", "browser", "built_at")},
         "cpu_quota": cpu_quota,

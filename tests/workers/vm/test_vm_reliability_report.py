@@ -88,3 +88,52 @@ def test_two_machines_of_one_model_are_told_apart_by_their_clock():
     assert "Part 2 (1 trials): AMD EPYC @ 2.00 GHz" in text
     assert "| snapshot | vnc | AMD EPYC @ 2.45 GHz | 1 | 1 | 15.0 / 15.0 s |" in text
     assert "| snapshot | vnc | AMD EPYC @ 2.00 GHz | 1 | 1 | 69.0 / 69.0 s |" in text
+
+
+def test_a_guest_speed_condition_allows_each_machine_its_own_quota_and_says_how_it_was_found(tmp_path):
+    speed = {"target_s": 17.0, "quota": 0.6, "slower_than_target": False,
+             "probes": [{"quota": None, "median_s": 3.7}, {"quota": 0.6, "median_s": 16.4}]}  # fmt: skip
+    first = FACTS | {"cpu_quota": 0.6, "guest_speed": speed}
+    out = tmp_path / "run.json"
+    out.write_text(json.dumps(rel.start_or_resume(out, first, resume=False)))
+    # A slower machine needs a larger share for the same guest speed: the same condition.
+    slower = speed | {
+        "quota": 0.9,
+        "probes": [{"quota": None, "median_s": 6.0}, {"quota": 0.9, "median_s": 17.5}],
+    }
+    doc = rel.start_or_resume(out, first | {"cpu_quota": 0.9, "guest_speed": slower}, resume=True)
+    assert [p["cpu_quota"] for p in doc["parts"]] == [0.6, 0.9]
+    with pytest.raises(ValueError, match="guest workload 17 s, not QEMU CPU quota 0.6"):
+        rel.start_or_resume(out, FACTS | {"cpu_quota": 0.6}, resume=True)
+    with pytest.raises(ValueError, match="guest workload 17 s, not guest workload 20 s"):
+        rel.start_or_resume(out, first | {"guest_speed": speed | {"target_s": 20.0}}, resume=True)
+    text = rel.report(doc | {"trials": [trial(), trial(part=1)]})
+    assert "QEMU CPU quota: 0.9 (cores), found for a guest workload of 17 s" in text
+    assert "(quota: workload time none: 6.00 s, 0.9: 17.50 s)" in text
+
+
+def _guest_speed():
+    path = _RUN.parent / "guest_speed.py"
+    spec = importlib.util.spec_from_file_location("vm_guest_speed", path)
+    module = sys.modules.setdefault("vm_guest_speed", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_calibration_finds_the_quota_for_a_target_time_or_says_the_host_is_slower():
+    """The search only (a stand-in for the guest whose time goes as 1 / quota); the real probe
+    restores the guest and is run by the benchmark."""
+    gs = _guest_speed()
+
+    def guest(unheld_s: float):
+        return lambda quota, reps: {"quota": quota, "median_s": unheld_s if quota is None else 2.4 / quota}
+
+    found = gs.calibrate(16.0, probe=guest(3.7))
+    assert abs(2.4 / found["quota"] - 16.0) <= 16.0 * gs.TOLERANCE and not found["slower_than_target"]
+    assert [p["quota"] for p in found["probes"]][:2] == [None, 0.6]
+    slow = gs.calibrate(16.0, probe=guest(20.0))
+    assert slow["quota"] is None and slow["slower_than_target"] and len(slow["probes"]) == 1
+    with pytest.raises(RuntimeError, match="no quota gave 16 s within 15% after 6 probes: None: 3.0 s, 0.6: 40.0 s"):
+        gs.calibrate(
+            16.0, probe=lambda quota, reps: {"quota": quota, "median_s": 3.0 if quota is None else 40.0}
+        )
