@@ -82,3 +82,16 @@ ASPECT_HELP: dict[str, str] = {
 RECORDED_ASPECT_HELP: dict[str, str] = {
     "screen_response": "How long the screen took to change after each click in the video.",
 }
+
+
+class StudyMethod(models.TextChoices):
+    """ITU-T P.910's rating methods an imported rating set can have been collected with."""
+
+    ACR = "acr", "ACR (absolute category rating: MOS)"
+    ACR_HR = "acr-hr", "ACR-HR (ACR with hidden reference: DMOS)"
+    DCR = "dcr", "DCR (degradation category rating)"
+
+
+class StudyFormat(models.TextChoices):
+    LONG = "long", "long: rater,stimulus,score[,condition][,reference][,repeat]"
+    MATRIX = "matrix", "matrix: one row per stimulus, one column per rater, nan for a missing vote"

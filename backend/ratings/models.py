@@ -28,6 +28,8 @@ from ratings.choices import (
     Phase,
     SlotState,
     Stage,
+    StudyFormat,
+    StudyMethod,
 )
 
 
@@ -268,3 +270,37 @@ class Slot(models.Model):
 
     def __str__(self) -> str:
         return f"slot {self.pk} ({self.state})"
+
+
+class ImportedStudy(models.Model):
+    """A rating set collected elsewhere (a paper pilot, an earlier study, a published dataset), kept
+    as uploaded and analysed like a campaign's ratings; read-only once imported (docs/ratings.md)."""
+
+    objects = owned_by("owner").as_manager()
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="imported_studies"
+    )
+    name = models.CharField(max_length=200)
+    source = models.TextField(blank=True, help_text="where the ratings come from (a citation or a note)")
+    method = models.CharField(max_length=10, choices=StudyMethod.choices, default=StudyMethod.ACR)
+    file_format = models.CharField(max_length=10, choices=StudyFormat.choices, default=StudyFormat.LONG)
+    scale_low = models.FloatField(default=1.0)
+    scale_high = models.FloatField(default=5.0)
+    file_name = models.CharField(max_length=255, blank=True)
+    votes_csv = models.TextField(help_text="the file as uploaded (UTF-8)")
+    n_votes = models.PositiveIntegerField(default=0)
+    n_raters = models.PositiveIntegerField(default=0)
+    n_stimuli = models.PositiveIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        verbose_name_plural = "imported studies"
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(scale_low__lt=models.F("scale_high")), name="study_scale_order"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name

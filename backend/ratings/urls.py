@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, path
 
-from ratings import lifecycle, views
+from ratings import lifecycle, study_views, views
 
 app_name = "ratings"
 urlpatterns: list[URLPattern] = [
@@ -18,4 +18,11 @@ urlpatterns: list[URLPattern] = [
     path("<int:pk>/results/", views.campaign_results, name="campaign_results"),
     path("<int:pk>/export/ratings.csv", views.export_ratings, name="export_ratings"),
     path("<int:pk>/export/dmos.csv", views.export_summary, name="export_summary"),
+    # Rating sets collected elsewhere, imported read-only (ratings/studies.py).
+    path("studies/", study_views.study_list, name="studies"),
+    path("studies/new/", study_views.study_new, name="study_new"),
+    path("studies/<int:pk>/", study_views.study_results, name="study"),
+    path("studies/<int:pk>/delete/", study_views.study_delete, name="study_delete"),
+    path("studies/<int:pk>/export/votes.csv", study_views.export_votes, name="study_votes"),
+    path("studies/<int:pk>/export/scores.csv", study_views.export_scores, name="study_scores"),
 ]

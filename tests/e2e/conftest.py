@@ -114,12 +114,20 @@ def recorded_sweep(alice: Any, settings: Any, tmp_path: Path) -> Any:
 
 @pytest.fixture
 def lab(alice: Any, recorded_sweep: Any) -> dict[str, Any]:
-    """A recorded sweep, one of its trials and a (not yet open) campaign made from it: what the
-    researcher's pages show."""
-    from ratings import campaigns
+    """A recorded sweep, one of its trials, a (not yet open) campaign made from it and an imported
+    study: what the researcher's pages show."""
+    from ratings import campaigns, studies
 
     campaign = campaigns.create_campaign(alice, name="page check", sweep=recorded_sweep, seed=3)
-    return {"sweep": recorded_sweep, "trial": recorded_sweep.trials.first(), "campaign": campaign}
+    # A public rating set imported as a study (tests/data/ratings: NFLX Public, 79 stimuli).
+    text = (Path(__file__).resolve().parents[1] / "data" / "ratings" / "nflx_public.csv").read_text()
+    study = studies.import_study(alice, name="NFLX Public", text=text, file_name="nflx_public.csv")
+    return {
+        "sweep": recorded_sweep,
+        "trial": recorded_sweep.trials.first(),
+        "campaign": campaign,
+        "study": study,
+    }
 
 
 @pytest.fixture
@@ -138,6 +146,9 @@ def researcher_paths(lab: dict[str, Any]) -> list[str]:
         "/campaigns/new/",
         f"/campaigns/{campaign.pk}/",
         f"/campaigns/{campaign.pk}/results/",
+        "/campaigns/studies/",
+        "/campaigns/studies/new/",
+        f"/campaigns/studies/{lab['study'].pk}/",
     ]
 
 

@@ -1,13 +1,14 @@
-"""Ratings API routes: /api/campaigns/ (researchers) and /api/rate/ (evaluator token only)."""
+"""Ratings API routes: /api/campaigns/ and /api/studies/ (researchers), /api/rate/ (evaluator token only)."""
 
 from django.urls import include, path
 from rest_framework.routers import DefaultRouter
 
-from ratings.api import views
+from ratings.api import studies, views
 
 router = DefaultRouter(trailing_slash=True)
 router.include_root_view = False
 router.register("campaigns", views.CampaignViewSet, basename="campaign")
+router.register("studies", studies.StudyViewSet, basename="study")
 
 urlpatterns = [
     path("", include(router.urls)),
