@@ -6,7 +6,6 @@
   const fig = document.querySelector('figure[data-chart-key="study"]');
   if (!raw || !fig || !window.qoelabCharts) return;
   const payload = JSON.parse(raw.textContent);
+  // The caption stays the page's own: the model's interval is not a Student-t one.
   window.qoelabCharts.render(fig.querySelector("canvas"), payload);
-  const stat = fig.querySelector("[data-role='chart-stat']");
-  if (stat) stat.textContent = window.qoelabCharts.caption(payload);
 })();
