@@ -16,6 +16,7 @@ from django.db.models import Count
 
 from qoelab.units import format_duration, format_rate
 from ratings import delivery, stats, subject
+from ratings import findings as rating_findings
 from ratings.campaigns import si_params, system_name
 from ratings.choices import SCORE_MAX, SCORE_MIN, ConditionKind, Phase
 from ratings.models import Campaign, Rating
@@ -150,6 +151,8 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
             "alpha": agreement(kept_matrix),
             "table": table42(campaign, kept_rows),
         },
+        # The thesis' §4.5 findings over the evaluators the screening kept (as Table 4.2 above).
+        "findings": rating_findings.campaign_findings(campaign, kept_matrix, conds),
         "subject_model": subject.subject_model(
             campaign.aspects,
             matrix,

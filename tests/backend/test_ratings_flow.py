@@ -657,6 +657,14 @@ def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
     assert max(spread, key=spread.get) == e3.label and spread[e3.label] == pytest.approx(2.0, abs=1e-3)
     page = client_for(alice).get(f"/campaigns/{campaign.pk}/results/").content.decode()
     assert "Subject model (ITU-T P.910 Appendix VI)" in page and f'data-evaluator="{e3.label}"' in page
+    # The thesis' §4.5 findings over the two kept evaluators (VNC 2, X2Go 4 on every aspect).
+    assert res["findings"]["report"] == "ch4-dcr"
+    got = {c["name"]: c for c in res["findings"]["checks"]}
+    clarity = got["dcr_image_clarity_high"]
+    assert clarity["verdict"] == "inconclusive" and clarity["reason"] == "no SPICE ratings", clarity["reason"]
+    assert got["dcr_x2go_screen_drops_with_delay"]["verdict"] == "inconclusive"  # 4 at both delays
+    assert got["dcr_spice_better_above_3mbit"]["verdict"] == "not run"  # one rate, no SPICE
+    assert 'data-check="dcr_image_clarity_high" data-verdict="inconclusive"' in page
 
 
 def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited: Any, alice: Any) -> None:
@@ -696,6 +704,8 @@ def test_csv_exports_list_raw_ratings_and_summaries(
 def test_researcher_pages_are_owner_only(
     campaign: Any, bob: Any, alice: Any, client: Any, charlie: Any
 ) -> None:
+    from qoelab import findings
+
     client.force_login(bob)
     assert client.get(f"/campaigns/{campaign.pk}/").status_code == 404
     assert client.get(f"/campaigns/{campaign.pk}/results/").status_code == 404
@@ -710,6 +720,8 @@ def test_researcher_pages_are_owner_only(
     # Before any rating the subject model says so, per aspect, instead of a table.
     assert results.content.decode().count('data-role="subject-error"') == len(campaign.aspect_keys)
     assert b"No ratings yet." in results.content
+    # The thesis' findings wait for ratings, and say so.
+    assert results.content.decode().count('data-verdict="not run"') == len(findings.REPORTS["ch4-dcr"])
 
 
 def test_invite_shows_links_once_and_the_api_creates_a_campaign_from_a_sweep(

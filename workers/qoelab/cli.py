@@ -492,6 +492,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise QoelabError("report: REPORT all needs --from-committed")
     if not args.sweeps:
         return _report_from_files(args)
+    if args.report in findings.RATING_REPORTS.values():
+        raise QoelabError(
+            f"report: {args.report} reads a rating campaign's ratings, not sweeps: see the campaign's "
+            "results page (GET /api/campaigns/<id>/results/), or name a file of rows with --from"
+        )
     rows: list[dict[str, Any]] = []
     with _api(args) as api:
         for sweep_id in dict.fromkeys(args.sweeps):  # a sweep named twice is read once

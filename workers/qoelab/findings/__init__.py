@@ -66,7 +66,9 @@ REPORTS: Mapping[str, tuple[Check, ...]] = _View(lambda job, r: (r.name, r.check
 # Per report, each check's paper value: the paper's own number or statement (findings tables).
 PAPER_VALUES: Mapping[str, Mapping[str, str]] = _View(lambda job, r: (r.name, r.paper_values))
 REPORT_TITLES: Mapping[str, str] = _View(lambda job, r: (r.name, r.title))
-JOB_REPORTS: Mapping[str, str] = _View(lambda job, r: (job, r.name))
+# The report a sweep's results feed (a job type may also declare one its ratings feed).
+JOB_REPORTS: Mapping[str, str] = _View(lambda job, r: (job, r.name) if r.reads == "trials" else None)
+RATING_REPORTS: Mapping[str, str] = _View(lambda job, r: (job, r.name) if r.reads == "ratings" else None)
 # Reports whose measurements are the host CPU's, each host CPU's trials judged apart (``in`` only).
 HOST_BOUND: Mapping[str, bool] = _View(lambda job, r: (r.name, True) if r.host_bound else None)
 
@@ -77,6 +79,7 @@ __all__ = [
     "INCONCLUSIVE",
     "JOB_REPORTS",
     "PAPER_VALUES",
+    "RATING_REPORTS",
     "REPORTS",
     "REPORT_TITLES",
     "Check",
@@ -88,6 +91,7 @@ __all__ = [
     "applicable",
     "evaluate",
     "mean_ci",
+    "rating_findings",
     "render_markdown",
 ]
 
@@ -119,3 +123,30 @@ def evaluate(
 
     clean = normalise(rows, per_host=report in HOST_BOUND)
     return [f for check in applicable(report, clean, params) for f in check.evaluate(clean)]
+
+
+NOT_RUN = "not run"
+
+
+def rating_findings(report: str, rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every check of a ratings report (``Report.reads == "ratings"``) over a campaign's rows, one
+    dict per check and scope; a check that cannot run says *not run* and why (no ratings yet, or
+    the campaign's conditions are not the figure's)."""
+    from qoelab.findings.base import normalise
+
+    clean = normalise(rows)
+    params = [r["params"] for r in clean]
+    paper = PAPER_VALUES[report]
+    out: list[dict[str, Any]] = []
+    for check in get_report(report):
+        head = {"name": check.name, "title": check.title, "claim": check.claim, "figure": check.figure,
+                "paper_value": paper.get(check.name, "")}  # fmt: skip
+        why = "needs ratings: no main-phase rating yet" if not clean else check.applies(params)
+        if why is not None:
+            out.append({**head, "verdict": NOT_RUN, "reason": why, "scope": "", "n": 0, "lab_value": None})
+            continue
+        for f in check.evaluate(clean):
+            rows_ = [r.to_json() for r in f.rows]
+            out.append({**head, "verdict": f.verdict, "reason": f.reason, "scope": f.scope_label,
+                        "n": f.trials, "lab_value": f.lab, "rows": rows_})  # fmt: skip
+    return out

@@ -456,6 +456,8 @@ class Check:
     # Categorical conditions, {param: allowed values} (vose: path app, device sha1_only). A trial
     # without the parameter (its job type dropped it as not applying) is not left out by it.
     among: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    # What a row is, for the reasons given: a trial, or one evaluator's answers on a condition.
+    rows_are: str = "trials"
 
     def inside(self, params: Mapping[str, Any]) -> bool:
         for k, (lo, hi) in self.within.items():
@@ -498,12 +500,13 @@ class Check:
         out = []
         for scope_values, scoped in scopes(rows, keep) or [({}, [])]:
             sc = Scope(scoped, scope_values)
-            missing = [f"no {_label(p)} trials" for p in self.protocols if p not in sc.protocols]
+            missing = [f"no {_label(p)} {self.rows_are}" for p in self.protocols if p not in sc.protocols]
             if len(sc.protocols) < self.min_protocols:
                 missing.append(f"needs {self.min_protocols} protocols, the results have {len(sc.protocols)}")
             if not scoped:
                 where_ = f" within {self.conditions}" if self.conditions else ""
-                missing = [f"no succeeded trials{where_} yet"]
+                what = "succeeded trials" if self.rows_are == "trials" else self.rows_are
+                missing = [f"no {what}{where_} yet"]
             comparisons, gaps = self.run(sc) if not missing else ([], [])
             verdict, reason = decide(comparisons, missing + gaps)
             lab = deciding(comparisons, missing + gaps)
@@ -536,6 +539,9 @@ class Report:
     checks: tuple[Check, ...]
     paper_values: Mapping[str, str]
     host_bound: bool = False
+    # "trials": the job type's sweep results (the sweep page's findings); "ratings": its sessions'
+    # DCR ratings, one row per evaluator and condition (a rating campaign's page).
+    reads: Literal["trials", "ratings"] = "trials"
 
 
 def _label(protocol: str) -> str:

@@ -79,6 +79,13 @@ COMMITTED: dict[str, Family] = {
         "scaled",
         "the namespace desktop on one 2-core host at the thesis' rates instead of its KVM testbed",
     ),
+    "ch4-dcr": Family(
+        (),
+        "paper",
+        "the thesis' DCR method, aspects and conditions (ITU-T P.910), rated by the lab's evaluators",
+        not_run="needs ratings: no chapter-4 rating campaign has been run here yet (docs/ratings.md, "
+        '"A real pilot")',
+    ),
     "tc002": Family(
         (
             *(Source(f"benchmarks/thinclient/results/{n}.jsonl") for n in ("main", "heavy")),

@@ -531,7 +531,7 @@ JOB = JobType(
         Cleanup("qoelab.rd.cleanup:cleanup_leftovers"),
         Cleanup("qoelab.vm.guest:cleanup_leftovers"),
     ),
-    reports=("qoelab.findings.ch4:REPORT",),
+    reports=("qoelab.findings.ch4:REPORT", "qoelab.findings.ch4_dcr:REPORT"),
     presets="qoelab.rd.presets:CHAPTER",
     estimate=Estimate("qoelab.rd.estimate:estimate", metrics=("T_ms", "n")),
     cli=("qoelab.rd.analyze_cli:register", "qoelab.rd.bench_cli:register", "qoelab.vm.cli:register"),
