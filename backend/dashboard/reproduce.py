@@ -115,21 +115,35 @@ def plan(preset: presets.Preset, size: presets.Size, past: list[PastRun] | None 
             "per_evaluator": False, "basis": f"{basis}; {slot_text}"}  # fmt: skip
 
 
-def start(preset: presets.Preset, size: presets.Size, user: Any) -> tuple[str, Any]:
-    """Create the sweep or the rating campaign; return (``"sweep"`` | ``"campaign"``, the new object)."""
+CAMPAIGN_MODES = ("live", "recorded")
+
+
+def start(preset: presets.Preset, size: presets.Size, user: Any, mode: str = "live") -> tuple[str, Any]:
+    """Create the sweep or the rating campaign; return (``"sweep"`` | ``"campaign"``, the new object).
+
+    A campaign is ``live`` (the thesis' way: the evaluators operate the desktops) or ``recorded``: a
+    sweep first records one session per condition, and the campaign is made from that sweep (it
+    opens once the recordings exist). Both are made in one transaction or not at all.
+    """
     if preset.kind == "sweep":
         sweep: Sweep = experiments_services.create_sweep(preset.sweep_spec(size), user)
         return "sweep", sweep
+    from django.db import transaction
+
     from ratings.campaigns import create_campaign
     from ratings.choices import CampaignMode
 
-    campaign = create_campaign(
-        user,
-        name=f"Thesis {preset.figure}: {preset.title} ({size})",
-        description=preset.description,
-        mode=CampaignMode.LIVE,  # the thesis' evaluators operated the desktops themselves
-        conditions=preset.conditions(size),
-    )
+    if mode not in CAMPAIGN_MODES:
+        raise ValueError(f"mode must be one of {', '.join(CAMPAIGN_MODES)}, got {mode!r}")
+    name = f"Thesis {preset.figure}: {preset.title} ({size}{', recorded' if mode == 'recorded' else ''})"
+    if mode == "live":
+        campaign = create_campaign(user, name=name, description=preset.description,
+                                   mode=CampaignMode.LIVE, conditions=preset.conditions(size))  # fmt: skip
+        return "campaign", campaign
+    with transaction.atomic():
+        recording = experiments_services.create_sweep(preset.recording_sweep_spec(size), user)
+        campaign = create_campaign(user, name=name, description=preset.description,
+                                   mode=CampaignMode.RECORDED, sweep=recording)  # fmt: skip
     return "campaign", campaign
 
 

@@ -174,7 +174,8 @@ def reproduce_start(request: HttpRequest, key: str) -> HttpResponse:
         estimate = reproduce.plan(preset, size)  # type: ignore[arg-type]
         if estimate["seconds"] > LONG_RUN_S and request.POST.get("confirm") != "yes":
             return render(request, "dashboard/reproduce_confirm.html", {"preset": preset, "plan": estimate})
-        kind, made = reproduce.start(preset, size, request.user)  # type: ignore[arg-type]
+        mode = request.POST.get("mode", "live")
+        kind, made = reproduce.start(preset, size, request.user, mode)  # type: ignore[arg-type]
     except ValueError as exc:
         return HttpResponseBadRequest(str(exc), content_type="text/plain")
     except (experiments_services.SpecError, CampaignError) as exc:
@@ -183,6 +184,13 @@ def reproduce_start(request: HttpRequest, key: str) -> HttpResponse:
     if kind == "sweep":
         messages.success(request, f"{preset.figure} ({size}) started: {made.trial_count} trials.")
         return redirect("dashboard:sweep", pk=made.pk)
+    if made.sweep_id:
+        messages.success(
+            request, f"{preset.figure} ({size}): campaign created from sweep '{made.sweep.name}', which "
+            "records one session per condition first; invite evaluators, and open it once the recordings "
+            "exist.",
+        )  # fmt: skip
+        return redirect("ratings:campaign", pk=made.pk)
     messages.success(request, f"{preset.figure} ({size}): campaign created; invite evaluators, then open it.")
     return redirect("ratings:campaign", pk=made.pk)
 

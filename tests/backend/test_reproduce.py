@@ -112,6 +112,27 @@ def test_one_click_creates_the_live_dcr_campaign_of_table_4_2(browser):
     assert {c.params["rate"] for c in normal} == {"1mbit"}
 
 
+def test_one_click_records_the_table_4_2_sessions_and_makes_the_recorded_campaign_from_them(browser):
+    from ratings.models import Campaign
+
+    resp = browser.post("/reproduce/ch4-table42/start/", {"size": "full", "mode": "recorded"})
+    campaign = Campaign.objects.get()
+    assert resp.status_code == 302 and resp["Location"] == f"/campaigns/{campaign.pk}/"
+    assert campaign.mode == "recorded" and campaign.name.endswith("(full, recorded)")
+    sweep = campaign.sweep
+    assert sweep.job_type == "rd_qoe" and sweep.trials.count() == 9  # one session per condition
+    assert {t.params["record"] for t in sweep.trials.all()} == {True}
+    normal = campaign.conditions.filter(kind="normal")
+    assert {(c.params["protocol"], c.params["delay"]) for c in normal} == {
+        (p, d) for p in ("vnc", "spice", "x2go") for d in ("10ms", "100ms", "200ms")
+    }
+    # It opens only once every condition has its recordings (the sweep has not run yet).
+    page = browser.get(resp["Location"]).content.decode()
+    assert "recordings" in page
+    assert browser.post("/reproduce/ch4-table42/start/", {"size": "full", "mode": "both"}).status_code == 400
+    assert Campaign.objects.count() == 1 and Sweep.objects.count() == 1
+
+
 def test_a_bad_size_or_preset_is_a_400_and_creates_nothing(browser):
     assert browser.post("/reproduce/ch4-fig46/start/", {"size": "huge"}).status_code == 400
     assert browser.post("/reproduce/ch9-fig1/start/", {"size": "quick"}).status_code == 400

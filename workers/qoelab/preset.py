@@ -52,6 +52,23 @@ class Preset:
             "seed": self.seed,
         }
 
+    def recording_sweep_spec(self, size: Size) -> dict[str, Any]:
+        """For a campaign preset: a sweep that records one session per condition (``record``), for
+        the recorded variant of the campaign (its evaluators watch the videos)."""
+        if self.kind != "campaign":
+            raise ValueError(f"{self.key} is a sweep; its spec is sweep_spec")
+        return {
+            "experiment": {"name": f"{self.source} {self.figure}: {self.title} (recorded sessions)",
+                           "description": self.description},
+            "job_type": self.job_type,
+            "name": f"{self.figure} ({size}, recorded)",
+            "grid": {k: list(v) for k, v in self.grids[_size(size)].items()},
+            "fixed": {**self.fixed, **self.sized.get(size, {}), "record": True},
+            "repetitions": 1,
+            "order": "random",
+            "seed": self.seed,
+        }  # fmt: skip
+
     def points(self, size: Size) -> list[dict[str, Any]]:
         """Every combination of the grid over the fixed part, the grid's first key varying slowest."""
         fixed = self.sweep_spec(size)["fixed"] if self.kind == "sweep" else self.fixed
