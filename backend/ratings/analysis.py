@@ -17,6 +17,7 @@ from django.db.models import Count
 from qoelab.units import format_duration, format_rate
 from ratings import delivery, stats, subject
 from ratings import findings as rating_findings
+from ratings import screening as screening_settings
 from ratings.campaigns import si_params, system_name
 from ratings.choices import SCORE_MAX, SCORE_MIN, ConditionKind, Phase
 from ratings.models import Campaign, Rating
@@ -82,7 +83,11 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
             first = per_eval_cond.get((ev, c.repeat_of_id, aspect))
             if first is not None:
                 repeats[ev].append((f"{c.repeat_of.label} / {aspect}", first, score))
-    screening = stats.screen(matrix, gold, repeats)
+    settings = screening_settings.parse(campaign.screening)
+    cleansed = 0
+    if settings.outlier_votes.on:  # cleansing: single votes out of every table, before screening
+        matrix, cleansed = stats.without_outlier_votes(matrix, settings.outlier_votes.z)
+    screening = stats.screen(matrix, gold, repeats, settings=settings)
     excluded = {ev for ev, s in screening.items() if s.excluded}
     kept_matrix = {ev: row for ev, row in matrix.items() if ev not in excluded}
 
@@ -141,9 +146,12 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
             {"id": ev, "label": labels.get(ev, str(ev)), "reasons": screening[ev].reasons} for ev in excluded
         ],
         "rule": {
-            "min_correlation": stats.MIN_CORRELATION,
-            "gold_fail_at_or_below": stats.GOLD_FAIL_AT_OR_BELOW,
-            "max_repeat_difference": stats.MAX_REPEAT_DIFFERENCE,
+            "min_correlation": settings.correlation.min_r,
+            "gold_fail_at_or_below": settings.gold.fail_at_or_below,
+            "max_repeat_difference": settings.repeat.max_difference,
+            "settings": settings.model_dump(),
+            "active": screening_settings.describe(settings),
+            "outlier_votes_removed": cleansed,
         },
         "all": {"dmos": all_rows, "alpha": agreement(matrix), "table": table42(campaign, all_rows)},
         "screened": {

@@ -23,6 +23,7 @@ from experiments.models import Sweep, Trial
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import ParameterError
 from qoelab.units import parse_duration, parse_percent, parse_rate
+from ratings import screening as screening_settings
 from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind, SlotState
 from ratings.models import (
     Campaign,
@@ -226,6 +227,7 @@ def create_campaign(
     training_worst: int | None = None,
     description: str = "",
     seed: int | None = None,
+    screening: dict[str, Any] | None = None,
 ) -> Campaign:
     """Create a campaign with its normal conditions (from ``sweep`` and/or ``conditions``), a gold
     trap, a consistency repeat and the two training anchors (indices into the normal conditions;
@@ -260,6 +262,10 @@ def create_campaign(
                 f"type that records them ({', '.join(jobtypes.stimulus_job_types()) or 'none registered'})",
             }
         )
+    try:
+        settings = screening_settings.parse(screening)
+    except screening_settings.ScreeningError as exc:
+        errors += exc.errors
     if errors:
         raise CampaignError(errors)
     aspect_list = validate_aspects(aspects, mode)
@@ -308,6 +314,7 @@ def create_campaign(
         mode=mode,
         aspects=aspect_list,
         screens_per_condition=screens_per_condition,
+        screening=settings.model_dump(),
     )
     rows = [
         Condition.objects.create(campaign=campaign, position=i, kind=ConditionKind.NORMAL, **c)

@@ -31,6 +31,7 @@ from ratings.choices import (
     StudyFormat,
     StudyMethod,
 )
+from ratings.screening import default as screening_default
 
 
 def default_aspects(mode: str | None = None) -> list[dict[str, str]]:
@@ -58,6 +59,9 @@ class Campaign(models.Model):
     opened_at = models.DateTimeField(null=True, blank=True)
     closed_at = models.DateTimeField(null=True, blank=True)
     archived_at = models.DateTimeField(null=True, blank=True, help_text="set: hidden from the default lists")
+    screening = models.JSONField(
+        default=screening_default, help_text="which screening and cleansing rules run (ratings/screening.py)"
+    )
 
     class Meta:
         ordering = ["-created", "-id"]

@@ -22,12 +22,13 @@ from typing import Any
 from scipy import stats as sps
 
 from qoelab.subjective import report as subjective_report
-from qoelab.subjective import screening
+from qoelab.subjective import screening as subjective_screening
 from qoelab.subjective.votes import from_mapping
+from ratings.screening import Correlation, Screening
 
 CONFIDENCE = 0.95
 # Screening thresholds (documented in docs/ratings.md).
-MIN_CORRELATION = screening.MIN_CORRELATION
+MIN_CORRELATION = subjective_screening.MIN_CORRELATION
 GOLD_FAIL_AT_OR_BELOW = 3
 MAX_REPEAT_DIFFERENCE = 1
 
@@ -125,7 +126,7 @@ def pearson_with_others(
     are the subjective library's (``qoelab.subjective.screening``), as for any rating set.
     """
     votes, raters = from_mapping(matrix)
-    return screening.correlations(votes)[raters.index(rater)]
+    return subjective_screening.correlations(votes)[raters.index(rater)]
 
 
 def screen(
@@ -133,15 +134,30 @@ def screen(
     gold: Mapping[Hashable, Sequence[tuple[Hashable, float]]] | None = None,
     repeats: Mapping[Hashable, Sequence[tuple[Hashable, float, float]]] | None = None,
     min_correlation: float = MIN_CORRELATION,
+    settings: Screening | None = None,
 ) -> dict[Hashable, EvaluatorScreening]:
-    """Apply the screening rule to every rater of ``matrix`` (and of ``gold``/``repeats``).
+    """Apply the screening rules to every rater of ``matrix`` (and of ``gold``/``repeats``).
 
     ``matrix``: {rater: {unit: score}} over the normal conditions; ``gold``: {rater: [(unit, score)]}
-    on gold traps; ``repeats``: {rater: [(unit, first score, repeated score)]}.
+    on gold traps; ``repeats``: {rater: [(unit, first score, repeated score)]}. ``settings``: a
+    campaign's ``ratings.screening.Screening`` (which rules run, their bounds); None: the lab's
+    original three rules at their default bounds, with ``min_correlation``.
     """
+    if settings is None:
+        settings = Screening(correlation=Correlation(min_r=min_correlation))
     gold = gold or {}
     repeats = repeats or {}
     raters = list(dict.fromkeys([*matrix, *gold, *repeats]))
+    votes, order = from_mapping(matrix) if matrix else (None, [])
+    variance_out: dict[Hashable, float] = {}
+    bt500_out: dict[Hashable, str] = {}
+    if votes is not None and settings.vote_variance.on:
+        for i, rater in enumerate(order):
+            mine = votes.score[votes.rater == i]
+            if mine.size >= 2 and float(mine.var(ddof=1)) < settings.vote_variance.min:
+                variance_out[rater] = float(mine.var(ddof=1))
+    if votes is not None and settings.bt500.on:
+        bt500_out = {order[i]: why for i, why in subjective_screening.bt500_rejected(votes).items()}
     out: dict[Hashable, EvaluatorScreening] = {}
     for rater in raters:
         s = EvaluatorScreening(rater)
@@ -149,25 +165,50 @@ def screen(
             s.correlation, s.correlation_units, s.correlation_note = pearson_with_others(matrix, rater)
         else:
             s.correlation_note = "needs at least two evaluators with ratings"
-        if s.correlation is not None and s.correlation < min_correlation:
-            s.reasons.append(
-                f"correlation with the other evaluators r = {s.correlation:.2f} < {min_correlation:g}"
-            )
+        bound = settings.correlation.min_r
+        if settings.correlation.on and s.correlation is not None and s.correlation < bound:
+            s.reasons.append(f"correlation with the other evaluators r = {s.correlation:.2f} < {bound:g}")
+        fail_at = settings.gold.fail_at_or_below
         for unit, score in gold.get(rater, ()):
-            if score <= GOLD_FAIL_AT_OR_BELOW:
+            if score <= fail_at:
                 s.gold_failures.append({"unit": unit, "score": score})
-        if s.gold_failures:
+        if settings.gold.on and s.gold_failures:
             s.reasons.append(
-                f"rated a reference-vs-reference trap {GOLD_FAIL_AT_OR_BELOW} or lower "
-                f"{len(s.gold_failures)} time(s)"
+                f"rated a reference-vs-reference trap {fail_at} or lower {len(s.gold_failures)} time(s)"
             )
+        most = settings.repeat.max_difference
         for unit, first, again in repeats.get(rater, ()):
-            if abs(first - again) > MAX_REPEAT_DIFFERENCE:
+            if abs(first - again) > most:
                 s.consistency_failures.append({"unit": unit, "first": first, "repeat": again})
-        if s.consistency_failures:
+        if settings.repeat.on and s.consistency_failures:
             s.reasons.append(
-                f"repeated condition answered inconsistently (|difference| > {MAX_REPEAT_DIFFERENCE}) "
+                f"repeated condition answered inconsistently (|difference| > {most}) "
                 f"{len(s.consistency_failures)} time(s)"
             )
+        if rater in variance_out:
+            s.reasons.append(
+                f"vote variance {variance_out[rater]:.3f} < {settings.vote_variance.min:g} "
+                "(nearly the same score every time)"
+            )
+        if rater in bt500_out:
+            s.reasons.append(bt500_out[rater])
         out[rater] = s
     return out
+
+
+def without_outlier_votes(
+    matrix: Mapping[Hashable, Mapping[Hashable, float]], z: float
+) -> tuple[dict[Hashable, dict[Hashable, float]], int]:
+    """``matrix`` without the single votes at |z| >= ``z`` within their unit (P.910's optional
+    removal, the subjective library's rule), and how many were left out."""
+    if not matrix:
+        return {r: dict(row) for r, row in matrix.items()}, 0
+    votes, raters = from_mapping(matrix)
+    drop = subjective_screening.outlier_votes(votes, z)
+    units = {str(u): u for row in matrix.values() for u in row}
+    gone = {
+        (raters[int(r)], units[votes.stimuli[int(s)]])
+        for r, s in zip(votes.rater[drop], votes.stimulus[drop], strict=True)
+    }
+    kept = {r: {u: v for u, v in row.items() if (r, u) not in gone} for r, row in matrix.items()}
+    return kept, len(gone)

@@ -69,6 +69,33 @@ class CampaignForm(forms.Form):
         required=False, initial=True, label="Add a gold trap (reference vs reference)"
     )
     add_repeat = forms.BooleanField(required=False, initial=True, label="Add a consistency repeat")
+    min_correlation = forms.FloatField(
+        required=False, min_value=-1, max_value=1, initial=0.75,
+        label="Screening: exclude below this correlation r",
+        help_text="Pearson r of an evaluator's scores with the other evaluators' mean (ITU-T P.913; 0.75).",
+    )  # fmt: skip
+    screen_vote_variance = forms.BooleanField(
+        required=False, label="Screening: exclude an evaluator whose votes vary less than 0.15 (ITU-T P.910)"
+    )
+    screen_bt500 = forms.BooleanField(
+        required=False, label="Screening: ITU-R BT.500 kurtosis-based rejection"
+    )
+    screen_outlier_votes = forms.BooleanField(
+        required=False, label="Cleansing: leave out single votes at |z| >= 3.29 (ITU-T P.910)"
+    )
+
+    def screening(self) -> dict[str, Any]:
+        """The campaign's screening settings from the form (the API takes every bound)."""
+        d = self.cleaned_data
+        return {
+            "correlation": {
+                "on": True,
+                "min_r": 0.75 if d.get("min_correlation") is None else d["min_correlation"],
+            },
+            "vote_variance": {"on": bool(d.get("screen_vote_variance"))},
+            "bt500": {"on": bool(d.get("screen_bt500"))},
+            "outlier_votes": {"on": bool(d.get("screen_outlier_votes"))},
+        }
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -179,6 +206,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
                 screens_per_condition=d["screens_per_condition"],
                 add_gold=d["add_gold"],
                 add_repeat=d["add_repeat"],
+                screening=form.screening(),
             )
         except campaigns.CampaignError as exc:
             for e in exc.errors:

@@ -667,6 +667,38 @@ def test_two_evaluators_finish_and_the_analysis_gives_dmos_alpha_and_the_table(
     assert 'data-check="dcr_image_clarity_high" data-verdict="inconclusive"' in page
 
 
+def test_the_campaign_screening_settings_decide_who_is_excluded_and_bad_bounds_are_named(
+    campaign: Any, invited: Any, alice: Any, api_client_for: Any, client_for: Any
+) -> None:
+    (e1, r1), (e2, r2), (e3, r3) = invited(3)
+    walk(ev_client(r1), _scores_by_protocol)
+    walk(ev_client(r2), _scores_by_protocol)
+    walk(ev_client(r3), 4)  # 4 on everything: passes the gold trap and the repeat
+    api = api_client_for(alice)
+    url = f"/api/campaigns/{campaign.pk}/"
+    before = api.get(url + "results/").json()
+    assert before["excluded"] == []  # the default rules: r is undefined for constant answers
+    assert [r["key"] for r in before["rule"]["active"]] == ["correlation", "gold", "repeat"]
+    r = api.patch(url, {"screening": {"vote_variance": {"on": True}}}, format="json")
+    assert r.status_code == 200, r.json()
+    assert r.json()["screening"]["vote_variance"] == {"on": True, "min": 0.15}
+    assert r.json()["screening"]["correlation"] == {"on": True, "min_r": 0.75}  # parts left out: defaults
+    after = api.get(url + "results/").json()
+    excluded = {e["label"]: e["reasons"] for e in after["excluded"]}
+    assert excluded == {e3.label: ["vote variance 0.000 < 0.15 (nearly the same score every time)"]}
+    assert [r["key"] for r in after["rule"]["active"]] == ["correlation", "gold", "repeat", "vote_variance"]
+    page = client_for(alice).get(f"/campaigns/{campaign.pk}/results/").content.decode()
+    assert 'data-rule="vote_variance"' in page and "ITU-T P.910 crowdsourcing: vote variance" in page
+    # Turning the correlation rule off is a setting too; a bound out of range names its field.
+    bad = api.patch(url, {"screening": {"gold": {"fail_at_or_below": 9}}}, format="json")
+    assert bad.status_code == 400
+    assert "screening.gold.fail_at_or_below: Input should be less than or equal to 4" in bad.json()["detail"]
+    body = {"name": "x", "sweep": campaign.sweep_id, "screening": {"bt500": {"on": True, "extra": 1}}}
+    made = api.post("/api/campaigns/", body, format="json")
+    assert made.status_code == 400 and made.json()["errors"][0]["field"] == "screening.bt500.extra"
+    assert api.get(url).json()["screening"]["gold"]["fail_at_or_below"] == 3  # nothing changed
+
+
 def test_the_consistency_repeat_catches_a_changed_answer(campaign: Any, invited: Any, alice: Any) -> None:
     from ratings import analysis
     from ratings.models import Condition

@@ -133,3 +133,29 @@ def test_correlation_is_not_computed_on_too_few_units_or_constant_answers() -> N
     flat = stats.screen({"a": {1: 5, 2: 5, 3: 5}, "b": {1: 5, 2: 3, 3: 1}})
     assert flat["a"].correlation is None
     assert "this rater's votes do not vary" in flat["a"].correlation_note
+
+
+def test_a_single_outlier_vote_is_left_out_by_the_cleansing_rule_and_counted() -> None:
+    # Ten evaluators agree on unit 1 (4), one answers 1: |z| = 3.0 with the sample SD of 11 votes.
+    matrix = {f"e{i}": {1: 4, 2: 3} for i in range(10)} | {"odd": {1: 1, 2: 3}}
+    kept, removed = stats.without_outlier_votes(matrix, 2.9)
+    assert removed == 1 and kept["odd"] == {2: 3} and kept["e0"] == {1: 4, 2: 3}
+    assert stats.without_outlier_votes(matrix, 3.29) == (matrix, 0)  # P.910's bound keeps it
+
+
+def test_the_settings_turn_rules_on_and_off_and_set_their_bounds() -> None:
+    from ratings.screening import Screening, parse
+
+    matrix = {"a": {1: 5, 2: 3, 3: 1}, "b": {1: 5, 2: 3, 3: 1}, "flat": {1: 4, 2: 4, 3: 4}}
+    gold = {"b": [("gold/screen", 3)]}
+    default = stats.screen(matrix, gold, settings=Screening())
+    assert [k for k, s in default.items() if s.excluded] == ["b"]  # the trap rated 3
+    lenient = stats.screen(matrix, gold, settings=parse({"gold": {"fail_at_or_below": 2}}))
+    assert not any(s.excluded for s in lenient.values()) and lenient["flat"].correlation is None
+    strict = stats.screen(
+        matrix, gold, settings=parse({"gold": {"on": False}, "vote_variance": {"on": True}})
+    )
+    assert {k: s.reasons for k, s in strict.items() if s.excluded} == {
+        "flat": ["vote variance 0.000 < 0.15 (nearly the same score every time)"]
+    }
+    assert strict["b"].gold_failures  # shown, though the rule is off

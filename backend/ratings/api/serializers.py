@@ -6,6 +6,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from ratings import screening as screening_settings
 from ratings.choices import CampaignMode, Stage
 from ratings.models import Campaign, Condition, Evaluator
 
@@ -71,12 +72,19 @@ class CampaignSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "description", "sweep", "mode", "aspects", "aspect_warnings",
             "screens_per_condition", "status", "created", "opened_at", "closed_at", "archived_at",
-            "conditions", "evaluators",
+            "conditions", "evaluators", "screening",
         ]  # fmt: skip
         read_only_fields = [
             "sweep", "mode", "aspects", "screens_per_condition", "status",
             "created", "opened_at", "closed_at", "archived_at",
         ]  # fmt: skip
+
+    def validate_screening(self, value: Any) -> dict[str, Any]:
+        """The rules and bounds, checked (each error names its part, e.g. screening.gold.on)."""
+        try:
+            return screening_settings.parse(value).model_dump()
+        except screening_settings.ScreeningError as exc:
+            raise serializers.ValidationError([f"{e['field']}: {e['message']}" for e in exc.errors]) from None
 
 
 class CampaignCreateSerializer(serializers.Serializer):
@@ -102,6 +110,12 @@ class CampaignCreateSerializer(serializers.Serializer):
     add_repeat = serializers.BooleanField(default=True)
     training_best = serializers.IntegerField(required=False, allow_null=True, min_value=0)
     training_worst = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    screening = serializers.JSONField(
+        required=False,
+        help_text="screening and cleansing rules, each {on, bound}: correlation {min_r 0.75}, gold "
+        "{fail_at_or_below 3}, repeat {max_difference 1} (on by default); vote_variance {min 0.15}, "
+        "bt500 {}, outlier_votes {z 3.29} (off by default); parts left out keep their defaults",
+    )
 
 
 class InviteSerializer(serializers.Serializer):

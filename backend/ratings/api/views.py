@@ -122,6 +122,7 @@ class CampaignViewSet(
                 add_repeat=data["add_repeat"],
                 training_best=data.get("training_best"),
                 training_worst=data.get("training_worst"),
+                screening=data.get("screening"),
             )
         except campaigns.CampaignError as exc:
             return _campaign_error(exc)
