@@ -58,3 +58,40 @@ def test_a_bad_file_is_one_sentence_and_exit_2(tmp_path: Path) -> None:
     )
     out = analyze(str(tmp_path / "missing.csv"))
     assert out.returncode == 2 and out.stderr.startswith("qoelab: error: ") and "cannot read it" in out.stderr
+
+
+def test_gold_items_and_playback_screen_raters_and_gold_votes_are_not_scored(tmp_path: Path) -> None:
+    """P.910's crowdsourcing rules on a file that carries their columns."""
+    lines = ["rater,stimulus,score,gold,played_s,clip_s"]
+    good = {"a": 5, "b": 4, "c": 2, "d": 1}
+    for rater, bias in (("r1", 0), ("r2", 0), ("r3", 0), ("lazy", 0), ("skipper", 0), ("replayer", 0)):
+        for stim, score in good.items():
+            played = 4 if rater == "skipper" and stim == "a" else 20 if rater == "replayer" else 10
+            lines.append(f"{rater},{stim},{score + bias},,{played},10")
+        gold_vote = 1 if rater == "lazy" else 5  # the gold item's expected score is 5
+        lines.append(f"{rater},gold-1,{gold_vote},5,10,10")
+    path = tmp_path / "crowd.csv"
+    path.write_text("\n".join(lines) + "\n")
+    out = analyze(str(path), "--model", "mean", "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert [s["id"] for s in doc["stimuli"]] == ["a", "b", "c", "d"]  # the gold item is not scored
+    reasons = {r["id"]: r["reasons"] for r in doc["raters"] if r["screened_out"]}
+    assert reasons == {
+        "lazy": ["1 gold item(s) answered more than 1 from the expected score"],
+        "skipper": ["1 clip(s) not played to the end"],
+        "replayer": ["played 180% of the clips' length (> 115%)"],  # (4 x 20 + 10) / 50 s
+    }
+    assert [r["clause"] for r in doc["screening"]["rules"]][-2:] == [
+        "ITU-T P.910 crowdsourcing: gold questions", "ITU-T P.910 crowdsourcing: playback",
+    ]  # fmt: skip
+    assert "6 gold-item vote(s) used for screening only" in doc["fit"]["notes"]
+    # A wider tolerance lets the lazy rater's 1 against 5 pass; a negative one is refused.
+    wide = json.loads(analyze(str(path), "--model", "mean", "--json", "--gold-tolerance", "4").stdout)
+    assert "lazy" not in {r["id"] for r in wide["raters"] if r["screened_out"]}
+    assert "--gold-tolerance: must be 0..100 points" in analyze(str(path), "--gold-tolerance", "-1").stderr
+    bad = tmp_path / "bad.csv"
+    bad.write_text("rater,stimulus,score,played_s,clip_s\nr1,a,4,-3,10\n")
+    assert "bad.csv: line 2, column 'played_s': -3 seconds is below 0" in analyze(str(bad)).stderr
+    bad.write_text("rater,stimulus,score,gold\nr1,a,4,9\n")
+    assert "line 2, column 'gold'" in analyze(str(bad), "--scale", "1", "5").stderr

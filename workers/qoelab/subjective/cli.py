@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from qoelab.subjective import models, report, votes
+from qoelab.subjective import models, report, screening, votes
 
 EPILOG = """\
 formats:
-  long    CSV with a header: rater,stimulus,score[,condition][,reference][,repeat]
+  long    CSV with a header: rater,stimulus,score[,condition][,reference][,repeat][,gold]
+          [,played_s,clip_s] (gold: a gold item's expected score, for screening only; played_s,
+          clip_s: seconds the rater played the clip and its length, P.910's playback rule)
   matrix  P.910 Appendix VI's layout: one row per stimulus, one column per rater, 'nan' for a
           missing vote, no header (ids are the row and column indexes, from 0)
 models:
@@ -70,18 +72,25 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--drop-outlier-votes", action="store_true",
         help="leave out single votes at |z| >= 3.29 within their stimulus (P.910's optional rule)",
     )  # fmt: skip
+    a.add_argument(
+        "--gold-tolerance", type=float, default=screening.GOLD_TOLERANCE, metavar="POINTS",
+        help="a gold item's vote may differ this much from its expected score (the 'gold' column; "
+        f"default {screening.GOLD_TOLERANCE:g})",
+    )  # fmt: skip
     a.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     a.set_defaults(func=cmd_analyze)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    if not 0 <= args.gold_tolerance < 100:
+        raise votes.VotesError(f"--gold-tolerance: must be 0..100 points, got {args.gold_tolerance:g}")
     if args.scale is not None and args.scale[0] >= args.scale[1]:
         raise votes.VotesError(f"--scale: LOW {args.scale[0]:g} must be below HIGH {args.scale[1]:g}")
     data = votes.read(args.file, args.format, scale=args.scale)
     top = args.scale[1] if args.scale is not None else 5.0
     result = report.analyze(
         data, args.model, method=args.method, exclude_screened=args.exclude_screened, top=top,
-        drop_outlier_votes=args.drop_outlier_votes,
+        drop_outlier_votes=args.drop_outlier_votes, gold_tolerance=args.gold_tolerance,
     )  # fmt: skip
     if args.json:
         print(json.dumps(result, indent=1, ensure_ascii=False))

@@ -16,8 +16,18 @@ import krippendorff
 import numpy as np
 
 from qoelab.subjective.models import SOS_MEANING, Fit, Model, fit
-from qoelab.subjective.screening import OUTLIER_Z, Screening, outlier_votes, screen
-from qoelab.subjective.votes import Votes, VotesError, hidden_reference
+from qoelab.subjective.screening import (
+    GOLD_RULE,
+    GOLD_TOLERANCE,
+    OUTLIER_Z,
+    PLAYBACK_RULE,
+    Screening,
+    gold_failures,
+    outlier_votes,
+    playback_failures,
+    screen,
+)
+from qoelab.subjective.votes import Votes, VotesError, hidden_reference, only_rated
 
 
 def alpha(v: Votes, level: str, domain: Sequence[float] | None = None) -> dict[str, Any]:
@@ -60,17 +70,31 @@ METHODS = {"acr": "ACR MOS", "acr-hr": "ACR-HR DMOS", "dcr": "DCR score"}
 
 def analyze(
     v: Votes, model: Model = "p910", *, method: str = "acr", exclude_screened: bool = False, top: float = 5.0,
-    drop_outlier_votes: bool = False,
+    drop_outlier_votes: bool = False, gold_tolerance: float = GOLD_TOLERANCE,
 ) -> dict[str, Any]:  # fmt: skip
     """Screening, the model's fit (on the kept raters when ``exclude_screened``) and agreement.
 
     ``method`` ``acr-hr`` first turns each test vote into its differential score against the same
     rater's vote on the hidden reference (``votes.hidden_reference``, ``top`` the scale's best grade).
-    ``drop_outlier_votes`` then leaves out single votes at |z| >= 3.29 within their stimulus.
+    ``drop_outlier_votes`` then leaves out single votes at |z| >= 3.29 within their stimulus. Votes
+    on gold items (a ``gold`` column) screen their raters (within ``gold_tolerance``) and are then set
+    apart, as are gold-only stimuli; ``played_s`` and ``clip_s`` screen raters by playback.
     """
     if method not in METHODS:
         raise VotesError(f"method {method!r} is not one of: {', '.join(METHODS)}")
     notes: list[str] = []
+    # P.910's crowdsourcing rules where the file has their columns; gold items are answered for the
+    # screening only and never scored.
+    crowd = {**gold_failures(v, gold_tolerance)}
+    for i, why in playback_failures(v).items():
+        crowd[i] = f"{crowd[i]}; {why}" if i in crowd else why
+    extra_rules = ([GOLD_RULE] if v.column("gold") is not None else []) + (
+        [PLAYBACK_RULE] if v.column("played_s") is not None and v.column("clip_s") is not None else []
+    )
+    gold = v.column("gold")
+    if gold is not None and (~np.isnan(gold)).any():
+        notes.append(f"{int((~np.isnan(gold)).sum())} gold-item vote(s) used for screening only")
+        v = only_rated(v.select(np.isnan(gold)))
     if method == "acr-hr":
         v, notes = hidden_reference(v, top)
     if drop_outlier_votes:
@@ -81,6 +105,9 @@ def analyze(
             )
             v = v.select(~outliers)
     checked = screen(v)
+    checked.extra_rules = extra_rules
+    for i, why in sorted(crowd.items()):
+        checked.flag(i, why)
     used = v
     if exclude_screened and checked.out:
         out = np.array([i in checked.out for i in range(len(v.raters))])

@@ -36,6 +36,14 @@ RULES = (
 )  # fmt: skip
 BT500_SHARE = 0.05
 BT500_BALANCE = 0.3
+# P.910's crowdsourcing rules on files that carry the columns: a gold item's vote within this of its
+# expected score, every clip played to its end, and no more than 115 % of the clips' total length.
+GOLD_TOLERANCE = 1.0
+MAX_PLAYBACK_SHARE = 1.15
+GOLD_RULE = {"name": f"gold items within {GOLD_TOLERANCE:g} of their expected score",
+             "clause": "ITU-T P.910 crowdsourcing: gold questions"}  # fmt: skip
+PLAYBACK_RULE = {"name": f"every clip played to its end, in all <= {MAX_PLAYBACK_SHARE:.0%} of their length",
+                 "clause": "ITU-T P.910 crowdsourcing: playback"}  # fmt: skip
 
 
 @dataclass
@@ -44,6 +52,7 @@ class Screening:
     reasons: dict[int, list[str]] = field(default_factory=dict)
     correlation: dict[int, float | None] = field(default_factory=dict)
     notes: dict[int, str] = field(default_factory=dict)
+    extra_rules: list[dict[str, str]] = field(default_factory=list)  # the rules the file's columns allow
 
     def flag(self, rater: int, reason: str) -> None:
         self.out.add(rater)
@@ -51,7 +60,7 @@ class Screening:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "rules": list(RULES),
+            "rules": [*RULES, *self.extra_rules],
             "screened_out": len(self.out),
             "correlation": {
                 str(i): (None if r is None else round(r, 6)) for i, r in self.correlation.items()
@@ -154,3 +163,40 @@ def screen(v: Votes, min_correlation: float = MIN_CORRELATION) -> Screening:
     for i, why in bt500_rejected(v).items():
         result.flag(i, why)
     return result
+
+
+def gold_failures(v: Votes, tolerance: float = GOLD_TOLERANCE) -> dict[int, str]:
+    """Raters with a gold item's vote further than ``tolerance`` from its expected score."""
+    gold = v.column("gold")
+    if gold is None:
+        return {}
+    off = ~np.isnan(gold) & (np.abs(v.score - np.nan_to_num(gold)) > tolerance)
+    out = {}
+    for i in np.unique(v.rater[off]):
+        k = int((v.rater[off] == i).sum())
+        out[int(i)] = f"{k} gold item(s) answered more than {tolerance:g} from the expected score"
+    return out
+
+
+def playback_failures(v: Votes, max_share: float = MAX_PLAYBACK_SHARE) -> dict[int, str]:
+    """Raters who stopped a clip before its end, or played more than ``max_share`` of the clips'
+    total length (replays), over the votes that give both ``played_s`` and ``clip_s``."""
+    played, clip = v.column("played_s"), v.column("clip_s")
+    if played is None or clip is None:
+        return {}
+    known = ~np.isnan(played) & ~np.isnan(clip)
+    out = {}
+    for i in range(len(v.raters)):
+        mine = known & (v.rater == i)
+        if not mine.any():
+            continue
+        short = int((played[mine] < clip[mine]).sum())
+        share = float(played[mine].sum() / clip[mine].sum()) if clip[mine].sum() > 0 else 0.0
+        why = []
+        if short:
+            why.append(f"{short} clip(s) not played to the end")
+        if share > max_share:
+            why.append(f"played {share:.0%} of the clips' length (> {max_share:.0%})")
+        if why:
+            out[i] = "; ".join(why)
+    return out

@@ -17,7 +17,7 @@ import csv
 import io
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +25,10 @@ import numpy as np
 from qoelab.errors import QoelabError
 
 REQUIRED = ("rater", "stimulus", "score")
-OPTIONAL = ("condition", "reference", "repeat")
+OPTIONAL = ("condition", "reference", "repeat", "gold", "played_s", "clip_s")
+# Per-vote numbers beside the score (NaN where a row leaves them empty): a gold item's expected
+# score, and the seconds the rater played the clip against its length (P.910's crowdsourcing rules).
+PER_VOTE = ("gold", "played_s", "clip_s")
 
 
 class VotesError(QoelabError):
@@ -47,10 +50,17 @@ class Votes:
     score: np.ndarray
     conditions: tuple[str, ...] = ()
     references: tuple[str, ...] = ()
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # PER_VOTE columns the file has
 
     def __post_init__(self) -> None:
         if not (len(self.rater) == len(self.stimulus) == len(self.score)):
             raise ValueError("rater, stimulus and score must have one entry per vote")
+        if any(len(a) != len(self.score) for a in self.extra.values()):
+            raise ValueError("a per-vote column must have one entry per vote")
+
+    def column(self, name: str) -> np.ndarray | None:
+        """A per-vote column (``gold``, ``played_s``, ``clip_s``), None when the file has none."""
+        return self.extra.get(name)
 
     @property
     def n(self) -> int:
@@ -75,8 +85,24 @@ class Votes:
         """The same raters and stimuli (ids and order unchanged) with only the votes where ``keep``."""
         return Votes(
             self.raters, self.stimuli, self.rater[keep], self.stimulus[keep], self.score[keep],
-            self.conditions, self.references,
+            self.conditions, self.references, {k: a[keep] for k, a in self.extra.items()},
         )  # fmt: skip
+
+
+def only_rated(v: Votes) -> Votes:
+    """The same votes without the stimuli none of them is on (gold items once their votes are set
+    apart); the remaining stimuli keep their order."""
+    rated = np.bincount(v.stimulus, minlength=len(v.stimuli)) > 0
+    if rated.all():
+        return v
+    keep = np.flatnonzero(rated)
+    new = np.full(len(v.stimuli), -1, dtype=np.intp)
+    new[keep] = np.arange(keep.size)
+    return Votes(
+        v.raters, tuple(v.stimuli[j] for j in keep), v.rater, new[v.stimulus], v.score,
+        tuple(v.conditions[j] for j in keep) if v.conditions else (),
+        tuple(v.references[j] for j in keep) if v.references else (), dict(v.extra),
+    )  # fmt: skip
 
 
 def from_mapping(matrix: Mapping[Hashable, Mapping[Hashable, float]]) -> tuple[Votes, list[Hashable]]:
@@ -180,6 +206,7 @@ def parse_long(text: str, *, name: str = "ratings", scale: tuple[float, float] |
     r_idx: list[int] = []
     s_idx: list[int] = []
     scores: list[float] = []
+    extra: dict[str, list[float]] = {c: [] for c in PER_VOTE if c in at}
     for lineno, row in enumerate(reader, start=2):
         if not any(cell.strip() for cell in row):
             continue
@@ -211,6 +238,14 @@ def parse_long(text: str, *, name: str = "ratings", scale: tuple[float, float] |
                     f"here and {store[stim][0]!r} on line {store[stim][1]}"
                 )
             store.setdefault(stim, (given, lineno))
+        for column, values in extra.items():
+            given = cell[column]
+            number = math.nan if not given else _number(given, f"{name}: line {lineno}, column {column!r}")
+            if column == "gold" and given:
+                _check_scale(number, f"{name}: line {lineno}, column 'gold'", scale)
+            elif given and number < 0:
+                raise VotesError(f"{name}: line {lineno}, column {column!r}: {given} seconds is below 0")
+            values.append(number)
         r_idx.append(raters.setdefault(rater, len(raters)))
         s_idx.append(stimuli.setdefault(stim, len(stimuli)))
         scores.append(value)
@@ -226,6 +261,7 @@ def parse_long(text: str, *, name: str = "ratings", scale: tuple[float, float] |
         np.array(scores, dtype=float),
         tuple(conditions[s][0] for s in stimuli) if "condition" in at else (),
         tuple(references[s][0] for s in stimuli) if "reference" in at else (),
+        {c: np.array(values, dtype=float) for c, values in extra.items()},
     )  # fmt: skip
 
 
@@ -277,6 +313,7 @@ def hidden_reference(v: Votes, top: float = 5.0) -> tuple[Votes, list[str]]:
             v.score[usable] - ref_votes[usable] + top,
             tuple(v.conditions[j] for j in tests) if v.conditions else (),
             tuple(v.references[j] for j in tests),
+            {k: a[usable] for k, a in v.extra.items()},
         ),
         notes,
     )  # fmt: skip
