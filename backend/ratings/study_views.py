@@ -15,6 +15,7 @@ from qoelab.subjective import report
 from ratings import studies
 from ratings.choices import StudyFormat, StudyMethod
 from ratings.models import ImportedStudy
+from ratings.views import csv_response
 
 
 class StudyForm(forms.Form):
@@ -101,22 +102,16 @@ def study_delete(request: HttpRequest, pk: int) -> HttpResponse:
     return redirect("ratings:studies")
 
 
-def _csv(rows: Any, filename: str) -> StreamingHttpResponse:
-    response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
 @require_GET
 @researcher_required
 def export_votes(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     """The file as it was imported."""
     study = _study_or_404(request, pk)
-    return _csv(iter([study.votes_csv]), f"study-{study.pk}-votes.csv")
+    return csv_response(iter([study.votes_csv]), f"study-{study.pk}-votes.csv")
 
 
 @require_GET
 @researcher_required
 def export_scores(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     study = _study_or_404(request, pk)
-    return _csv(studies.scores_csv(study), f"study-{study.pk}-scores.csv")
+    return csv_response(studies.scores_csv(study), f"study-{study.pk}-scores.csv")

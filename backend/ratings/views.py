@@ -386,7 +386,8 @@ def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "ratings/campaign_results.html", ctx)
 
 
-def _csv(rows: Any, filename: str) -> StreamingHttpResponse:
+def csv_response(rows: Any, filename: str) -> StreamingHttpResponse:
+    """A streamed CSV download (campaign and imported-study exports)."""
     response = StreamingHttpResponse(rows, content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
@@ -396,11 +397,11 @@ def _csv(rows: Any, filename: str) -> StreamingHttpResponse:
 @researcher_required
 def export_ratings(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     campaign = _campaign_or_404(request, pk)
-    return _csv(analysis.ratings_csv(campaign), f"campaign-{campaign.pk}-ratings.csv")
+    return csv_response(analysis.ratings_csv(campaign), f"campaign-{campaign.pk}-ratings.csv")
 
 
 @require_GET
 @researcher_required
 def export_summary(request: HttpRequest, pk: int) -> StreamingHttpResponse:
     campaign = _campaign_or_404(request, pk)
-    return _csv(analysis.summary_csv(campaign), f"campaign-{campaign.pk}-dmos.csv")
+    return csv_response(analysis.summary_csv(campaign), f"campaign-{campaign.pk}-dmos.csv")
