@@ -22,6 +22,10 @@ from ratings.campaigns import si_params, system_name
 from ratings.choices import SCORE_MAX, SCORE_MIN, ConditionKind, Phase
 from ratings.models import Campaign, Rating
 
+# What a campaign's "DMOS" is (the thesis' word): the mean of DCR impairment scores, not ITU-T
+# P.910's ACR-HR DMOS (a differential score against a hidden reference). Said on every output.
+QUANTITY = "DCR mean (the thesis' DMOS)"
+
 
 def progress(campaign: Campaign) -> dict[str, Any]:
     evaluators = list(campaign.evaluators.all())
@@ -127,6 +131,7 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
     suspicious = delivery.suspicious_sessions(campaign)
     return {
         "campaign": campaign.pk,
+        "quantity": QUANTITY,
         "aspects": campaign.aspects,
         "n_ratings": len(ratings),
         "evaluators": [
@@ -313,14 +318,14 @@ def summary_csv(campaign: Campaign) -> Iterator[str]:
     def rows() -> Iterator[list[Any]]:
         yield [
             "screening", "condition_id", "condition", "protocol", "rate_bps", "delay_s", "loss_pct",
-            "measured_tcp_bps", "aspect", "n", "dmos", "sd", "ci95_low", "ci95_high",
+            "measured_tcp_bps", "aspect", "quantity", "n", "dmos", "sd", "ci95_low", "ci95_high",
         ]  # fmt: skip
         for part in ("all", "screened"):
             for r in result[part]["dmos"]:
                 yield [
                     "all evaluators" if part == "all" else "after exclusion", r["condition"], r["label"],
                     r["protocol"], r["rate_bps"], r["delay_s"], r["loss_pct"], r["measured_tcp_bps"],
-                    r["aspect"], r["n"], r["mean"], r["sd"], r["ci_low"], r["ci_high"],
+                    r["aspect"], QUANTITY, r["n"], r["mean"], r["sd"], r["ci_low"], r["ci_high"],
                 ]  # fmt: skip
 
     return _csv(rows())

@@ -731,6 +731,7 @@ def test_csv_exports_list_raw_ratings_and_summaries(
     srows = list(csv.DictReader(io.StringIO(summ)))
     assert len(srows) == 2 * 4 * len(campaign.aspect_keys)  # (all, screened) x 4 conditions x aspects
     assert srows[0]["dmos"] == "3.0" and srows[0]["n"] == "1"
+    assert {r["quantity"] for r in srows} == {"DCR mean (the thesis' DMOS)"}
 
 
 def test_researcher_pages_are_owner_only(
