@@ -1,4 +1,4 @@
-"""``qoelab link check`` and ``qoelab link cleanup``.
+"""``qoelab link check``, ``qoelab link cleanup`` and ``qoelab link trace info|make``.
 
 The top-level ``qoelab`` command calls :func:`register`; ``python -m qoelab.emulation.cli link ...``
 works on its own too.
@@ -50,6 +50,93 @@ def register(subparsers: Any) -> None:
     )
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would be removed")
     cleanup.set_defaults(func=cmd_cleanup)
+    _register_trace(sub)
+
+
+def _register_trace(sub: Any) -> None:
+    trace = sub.add_parser("trace", help="describe or make Mahimahi-format link traces")
+    tsub = trace.add_subparsers(dest="trace_command", required=True)
+    info = tsub.add_parser("info", help="lines, period, mean capacity and checksum of traces")
+    info.add_argument(
+        "traces", nargs="*", metavar="TRACE",
+        help="a file or a library name, e.g. Verizon-LTE-short.down (default: all)",
+    )  # fmt: skip
+    info.add_argument("--json", action="store_true")
+    info.set_defaults(func=cmd_trace_info)
+    make = tsub.add_parser("make", help="write a synthetic trace")
+    make.add_argument("kind", choices=("constant", "steps", "sawtooth", "onoff", "csv"))
+    make.add_argument("--rate", help="constant and onoff: the rate, e.g. 10mbit")
+    make.add_argument("--rates", help="steps: comma-separated rates, e.g. 1mbit,5mbit,2mbit")
+    make.add_argument("--low", help="sawtooth: the lowest rate")
+    make.add_argument("--high", help="sawtooth: the highest rate")
+    make.add_argument("--period", default="1s", help="constant and sawtooth: the loop's length (default 1s)")
+    make.add_argument(
+        "--step", default="1s", help="steps and csv: each rate's length (default 1s; csv 100ms)"
+    )
+    make.add_argument("--on", help="onoff: how long the link is up, e.g. 4s")
+    make.add_argument("--off", help="onoff: how long the outage lasts, e.g. 1s")
+    make.add_argument("--from", dest="source", help="csv: a file of time_s,rate_bps rows")
+    make.add_argument("--out", required=True, help="the trace file to write")
+    make.set_defaults(func=cmd_trace_make)
+
+
+def cmd_trace_info(args: argparse.Namespace) -> int:
+    from qoelab.emulation import traces
+
+    try:
+        found = [traces.load(t) for t in args.traces] if args.traces else traces.library()
+    except QoelabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    rows = [t.describe() for t in found]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['name']}: {r['lines']} lines, period {r['period_s']:.3f} s, "
+              f"mean {r['mean_bps'] / 1e6:.2f} Mbit/s, sha256 {str(r['sha256'])[:12]}")  # fmt: skip
+    return 0
+
+
+def cmd_trace_make(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from qoelab.emulation import traces
+    from qoelab.units import parse_duration, parse_rate
+
+    def need(field: str) -> str:
+        value = getattr(args, field)
+        if not value:
+            raise QoelabError(f"--{field}: needed for a {args.kind} trace")
+        return value
+
+    def ms(field: str) -> int:
+        return max(1, round(parse_duration(need(field), field) * 1000))
+
+    try:
+        if args.kind == "constant":
+            made = traces.make_constant(parse_rate(need("rate"), "rate"), ms("period"))
+        elif args.kind == "steps":
+            rates = [parse_rate(r.strip(), "rates") for r in need("rates").split(",") if r.strip()]
+            made = traces.make_steps(rates, ms("step"))
+        elif args.kind == "sawtooth":
+            made = traces.make_sawtooth(
+                parse_rate(need("low"), "low"), parse_rate(need("high"), "high"), ms("period")
+            )
+        elif args.kind == "onoff":
+            made = traces.make_onoff(parse_rate(need("rate"), "rate"), ms("on"), ms("off"))
+        else:
+            source = Path(need("source"))
+            step = ms("step") if args.step != "1s" else 100
+            made = traces.make_from_csv(source.read_text(), step, source.name)
+        Path(args.out).write_text(made.text())
+    except (QoelabError, OSError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    d = made.describe()
+    mean = float(d["mean_bps"]) / 1e6  # type: ignore[arg-type]
+    print(f"wrote {args.out}: {d['lines']} lines, period {d['period_s']:.3f} s, mean {mean:.2f} Mbit/s")
+    return 0
 
 
 def add_tcp_arguments(parser: argparse.ArgumentParser) -> None:
