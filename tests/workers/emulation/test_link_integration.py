@@ -176,3 +176,14 @@ def test_a_stalled_iperf3_test_runs_again_against_a_fresh_server(userspace_ok, p
     assert stopped, "the first iperf3 server was never seen"
     assert data["end"]["sum_received"]["bits_per_second"] > 1e6
     assert nothing_left(prefix)
+
+
+def test_the_loss_band_is_the_probe_interval_widened_a_little() -> None:
+    """The rule that decides a loss check, and whether a probe runs once more (verify._loss_ok)."""
+    from qoelab.emulation.verify import _loss_ok, binomial_ci
+
+    probe = {"ci95_pct": list(binomial_ci(14, 2800))}  # 0.5 % measured
+    assert _loss_ok(probe, 0.5)
+    assert not _loss_ok({"ci95_pct": list(binomial_ci(149, 2800))}, 0.5)  # 5.3 %: what CI saw once
+    lo, hi = probe["ci95_pct"]
+    assert _loss_ok(probe, hi + 0.2 * (hi - lo)) and not _loss_ok(probe, hi + 0.3 * (hi - lo) + 0.05)

@@ -220,14 +220,17 @@ def _checks(conf: dict[str, Any], meas: dict[str, Any], exp: dict[str, Any]) -> 
     for key, conf_key in (("loss_down", "loss_pct"), ("loss_up", "up_loss_pct")):
         probe = meas.get(key)
         if probe and probe["packets"]:
-            lo, hi = probe["ci95_pct"]
             target = conf[conf_key]
-            # Inside the 95 % interval, widened a little so a 1-in-20 miss does not fail a trial.
-            slack = 0.25 * (hi - lo) + 0.05
-            checks.append(
-                _check(key + "_pct", lo - slack <= target <= hi + slack, target, probe["loss_pct"], "95 % CI")
-            )
+            checks.append(_check(key + "_pct", _loss_ok(probe, target), target, probe["loss_pct"], "95 % CI"))
     return checks
+
+
+def _loss_ok(probe: dict[str, Any], target: float) -> bool:
+    """The configured loss lies inside the probe's 95 % interval, widened a little so that a
+    1-in-20 miss does not fail a trial."""
+    lo, hi = probe["ci95_pct"]
+    slack = 0.25 * (hi - lo) + 0.05
+    return bool(lo - slack <= target <= hi + slack)
 
 
 def verify_link(
@@ -257,6 +260,16 @@ def verify_link(
         down = pool.submit(_udp_loss, link, loss_duration_s, True, link.profile.down.rate_bps, IPERF_PORT + 1)
         loss_up, loss_down = up.result(), down.result()
     conf = _configured(link)
+    # A probe outside its band runs once more, alone, and both are kept: on a loaded host the
+    # receiving end can drop datagrams itself (CI saw 5.3 % at an emulated 0.5 % while the
+    # emulator's own counter said 0.56 %), which is not the link's loss. A link that really loses
+    # the wrong share misses twice.
+    if loss_up["packets"] and not _loss_ok(loss_up, conf["up_loss_pct"]):
+        again = _udp_loss(link, loss_duration_s, False, link.profile.up.rate_bps, IPERF_PORT)
+        loss_up = {**again, "earlier_attempt": loss_up}
+    if loss_down["packets"] and not _loss_ok(loss_down, conf["loss_pct"]):
+        again = _udp_loss(link, loss_duration_s, True, link.profile.down.rate_bps, IPERF_PORT + 1)
+        loss_down = {**again, "earlier_attempt": loss_down}
     packets = loss_up["packets"] + loss_down["packets"]
     lost = loss_up["lost"] + loss_down["lost"]
     measured = {
