@@ -96,16 +96,15 @@ def calibrate(
     ``quota`` is None when the guest is that slow or slower without a quota (the host is slower than
     the condition: it runs unheld, and ``slower_than_target`` says so). ``probe`` is ``measure``.
     """
-    measure = probe
-    unheld = measure(None, reps)
+    unheld = probe(None, reps)
     probes = [unheld]
     if unheld["median_s"] >= target_s * (1 - TOLERANCE):
         return {"target_s": target_s, "quota": None, "slower_than_target": True, "probes": probes}
     quota = first_quota
     for _ in range(MAX_PROBES):
-        probe = measure(quota, reps)
-        probes.append(probe)
-        ratio = probe["median_s"] / target_s
+        found = probe(quota, reps)
+        probes.append(found)
+        ratio = found["median_s"] / target_s
         if abs(ratio - 1) <= TOLERANCE:
             return {"target_s": target_s, "quota": quota, "slower_than_target": False, "probes": probes}
         low, high = QUOTA_RANGE

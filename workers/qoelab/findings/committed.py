@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qoelab.errors import QoelabError
-from qoelab.findings import HOST_BOUND, PAPER_VALUES, REPORT_TITLES, get_report
+from qoelab.findings import HOST_BOUND, NOT_RUN, PAPER_VALUES, REPORT_TITLES, get_report
 from qoelab.findings.base import Finding, normalise
 
 REPO = Path(__file__).resolve().parents[3]
 Condition = Literal["paper", "scaled", "substituted"]
-NOT_RUN = "not run"
 
 
 @dataclass(frozen=True)
