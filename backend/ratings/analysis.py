@@ -8,23 +8,45 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django.db.models import Count
 
+from qoelab.subjective.votes import differential
 from qoelab.units import format_duration, format_rate
 from ratings import delivery, stats, subject
 from ratings import findings as rating_findings
 from ratings import screening as screening_settings
 from ratings.campaigns import si_params, system_name
-from ratings.choices import SCORE_MAX, SCORE_MIN, ConditionKind, Phase
+from ratings.choices import QUANTITY, SCORE_MAX, SCORE_MIN, ConditionKind, Phase, RatingMethod
 from ratings.models import Campaign, Rating
 
-# What a campaign's "DMOS" is (the thesis' word): the mean of DCR impairment scores, not ITU-T
-# P.910's ACR-HR DMOS (a differential score against a hidden reference). Said on every output.
-QUANTITY = "DCR mean (the thesis' DMOS)"
+# What a campaign's score is, by method, said on every output: a DCR campaign's "DMOS" (the thesis'
+# word) is the mean of DCR impairment scores, not ITU-T P.910's ACR-HR DMOS (a differential score
+# against a hidden reference); an ACR campaign's is the MOS.
+# The gold item, as a screening reason names it.
+TRAP = {
+    RatingMethod.DCR: "a reference-vs-reference trap",
+    RatingMethod.ACR: "the reference shown alone (gold trap)",
+    RatingMethod.ACR_HR: "the hidden reference",
+}
+# What one vote is, as the subject model's section names its estimate.
+MODEL_SCORE = {
+    RatingMethod.DCR: "DCR score",
+    RatingMethod.ACR: "ACR score",
+    RatingMethod.ACR_HR: "ACR-HR differential score",
+}
+# The short name of the score on the charts' y axis.
+Y_LABEL = {RatingMethod.DCR: "DMOS", RatingMethod.ACR: "MOS", RatingMethod.ACR_HR: "DMOS (ACR-HR)"}
+SCALE_NOTE = {
+    RatingMethod.DCR: "the mean of the DCR impairment scores (5 Imperceptible … 1 Very annoying)",
+    RatingMethod.ACR: "the mean of the ACR quality scores (5 Excellent … 1 Bad)",
+    RatingMethod.ACR_HR: "the mean over evaluators of their ACR vote on the case minus their vote on "
+    "the hidden reference, plus 5 (ITU-T P.910; above 5: the case was rated better than the reference)",
+}
 
 
 def progress(campaign: Campaign) -> dict[str, Any]:
@@ -76,10 +98,12 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
     per_eval_cond: dict[tuple[int, int, str], int] = {}
     for r in ratings:
         per_eval_cond[(r.evaluator_id, r.condition_id, r.aspect)] = r.score
-        if r.condition.kind == ConditionKind.NORMAL:
+        if r.condition.kind in (ConditionKind.NORMAL, ConditionKind.HIDDEN_REFERENCE):
             matrix[r.evaluator_id][(r.condition_id, r.aspect)] = r.score
-        elif r.condition.kind == ConditionKind.GOLD:
+        # ACR-HR's hidden reference is the reference video as a case: the gold trap's vote too.
+        if r.condition.kind in (ConditionKind.GOLD, ConditionKind.HIDDEN_REFERENCE):
             gold[r.evaluator_id].append((f"{r.condition.label} / {r.aspect}", r.score))
+    matrix, method_notes = _scores(campaign, conds, matrix)
     repeats: dict[int, list[tuple[Any, float, float]]] = defaultdict(list)
     for (ev, cid, aspect), score in per_eval_cond.items():
         c = by_id.get(cid)
@@ -91,7 +115,7 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
     cleansed = 0
     if settings.outlier_votes.on:  # cleansing: single votes out of every table, before screening
         matrix, cleansed = stats.without_outlier_votes(matrix, settings.outlier_votes.z)
-    screening = stats.screen(matrix, gold, repeats, settings=settings)
+    screening = stats.screen(matrix, gold, repeats, settings=settings, trap=TRAP[campaign.method])
     excluded = {ev for ev, s in screening.items() if s.excluded}
     kept_matrix = {ev: row for ev, row in matrix.items() if ev not in excluded}
 
@@ -123,15 +147,24 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
                 )
         return out
 
+    # ACR-HR's differential scores run from 1 (case Bad, reference Excellent) to 9 (the reverse).
+    domain = range(1, 10) if campaign.method == RatingMethod.ACR_HR else range(SCORE_MIN, SCORE_MAX + 1)
+
     def agreement(m: dict[int, dict[tuple[int, str], float]]) -> dict[str, Any]:
-        return {level: stats.alpha(m, level).to_json() for level in ("ordinal", "interval")}
+        return {
+            level: stats.alpha(m, level, domain=tuple(domain)).to_json() for level in ("ordinal", "interval")
+        }
 
     all_rows, kept_rows = table(matrix), table(kept_matrix)
     # Shown, not excluded by rule: the researcher decides (docs/security.md "Seen means seen").
     suspicious = delivery.suspicious_sessions(campaign)
     return {
         "campaign": campaign.pk,
-        "quantity": QUANTITY,
+        "method": campaign.method,
+        "quantity": QUANTITY[campaign.method],
+        "quantity_note": SCALE_NOTE[campaign.method],
+        "method_notes": method_notes,
+        "y_range": y_range(all_rows),
         "aspects": campaign.aspects,
         "n_ratings": len(ratings),
         "evaluators": [
@@ -172,8 +205,33 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
             [(c.pk, c.label) for c in conds if c.kind == ConditionKind.NORMAL],
             labels,
             all_rows,
+            MODEL_SCORE[campaign.method],
         ),
     }
+
+
+def _scores(
+    campaign: Campaign, conds: list[Any], votes: dict[int, dict[tuple[int, str], float]]
+) -> tuple[dict[int, dict[tuple[int, str], float]], list[str]]:
+    """The votes on the normal conditions as the method scores them: as given (DCR, ACR), or ACR-HR's
+    differential score against the same evaluator's vote on the hidden reference (ITU-T P.910:
+    vote − vote on the reference + 5), by the subjective library (``votes.differential``)."""
+    normal = {c.pk for c in conds if c.kind == ConditionKind.NORMAL}
+    if campaign.method != RatingMethod.ACR_HR:
+        return {ev: {u: v for u, v in row.items() if u[0] in normal} for ev, row in votes.items()}, []
+    hidden = next((c.pk for c in conds if c.kind == ConditionKind.HIDDEN_REFERENCE), None)
+    if hidden is None:
+        return {}, ["the campaign has no hidden reference, so no ACR-HR DMOS can be computed"]
+    reference_of = {(cid, a["key"]): (hidden, a["key"]) for cid in normal for a in campaign.aspects}
+    scored, notes = differential(votes, reference_of, top=SCORE_MAX)
+    return scored, [n.replace("test vote(s)", "vote(s) on cases") for n in notes]
+
+
+def y_range(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The charts' y axis: the 1-5 scale, widened for ACR-HR scores above 5 (a case rated better than
+    its reference, valid per P.910) so that no mean leaves the chart."""
+    top = max([float(SCORE_MAX), *(r["mean"] for r in rows if r["mean"] is not None)])
+    return {"y_min": float(SCORE_MIN), "y_max": float(math.ceil(top))}
 
 
 def _fmt_rate(bps: float | None) -> str:
@@ -217,7 +275,13 @@ def table42(campaign: Campaign, rows: list[dict[str, Any]]) -> list[dict[str, An
     return out
 
 
-def chart_payloads(analysis_part: dict[str, Any], aspect: str, protocol: str) -> dict[str, Any]:
+def chart_payloads(
+    analysis_part: dict[str, Any],
+    aspect: str,
+    protocol: str,
+    y_label: str = "DMOS",
+    y: dict[str, float] | None = None,
+) -> dict[str, Any]:
     """Figs 4.3 and 4.4 for one aspect and protocol (as ``system_name`` gives it), in the
     dashboard's chart payload format.
 
@@ -245,14 +309,14 @@ def chart_payloads(analysis_part: dict[str, Any], aspect: str, protocol: str) ->
         p = point(r["delay_s"], r)
         if p:
             by_rate[r["rate_bps"]].append(p)
-    # DMOS lives on the DCR scale: y is always 1-5 (intervals beyond it are clipped and marked), and
-    # with a handful of conditions each gets its own x tick.
-    scale = {"y_min": SCORE_MIN, "y_max": SCORE_MAX, "x_ticks": "points"}
+    # The score lives on the 1-5 scale (``y``: wider for ACR-HR above 5); intervals beyond it are
+    # clipped and marked, and with a handful of conditions each gets its own x tick.
+    scale = {**(y or {"y_min": SCORE_MIN, "y_max": SCORE_MAX}), "x_ticks": "points"}
     fig43 = {
         **scale,
         "title": f"Fig. 4.3: {protocol} — QoE vs TCP throughput",
         "x_label": "TCP throughput (Mbit/s)" + (" — configured rate where not measured" if fallback else ""),
-        "y_label": "DMOS",
+        "y_label": y_label,
         "x_scale": 1e6,
         "y_scale": 1,
         "series": [
@@ -264,7 +328,7 @@ def chart_payloads(analysis_part: dict[str, Any], aspect: str, protocol: str) ->
         **scale,
         "title": f"Fig. 4.4: {protocol} — QoE vs propagation delay",
         "x_label": "one-way propagation delay (ms)",
-        "y_label": "DMOS",
+        "y_label": y_label,
         "x_scale": 1e-3,
         "y_scale": 1,
         "series": [
@@ -325,7 +389,7 @@ def summary_csv(campaign: Campaign) -> Iterator[str]:
                 yield [
                     "all evaluators" if part == "all" else "after exclusion", r["condition"], r["label"],
                     r["protocol"], r["rate_bps"], r["delay_s"], r["loss_pct"], r["measured_tcp_bps"],
-                    r["aspect"], QUANTITY, r["n"], r["mean"], r["sd"], r["ci_low"], r["ci_high"],
+                    r["aspect"], result["quantity"], r["n"], r["mean"], r["sd"], r["ci_low"], r["ci_high"],
                 ]  # fmt: skip
 
     return _csv(rows())

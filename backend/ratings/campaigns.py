@@ -10,31 +10,21 @@ from __future__ import annotations
 import random
 import re
 import secrets
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from experiments import jobtypes
-from experiments.archiving import Refused, filter_archived
+from experiments.archiving import filter_archived
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
 from qoelab.emulation.profile import LinkParams
 from qoelab.errors import ParameterError
 from qoelab.units import parse_duration, parse_percent, parse_rate
 from ratings import screening as screening_settings
-from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind, SlotState
-from ratings.models import (
-    Campaign,
-    Condition,
-    Evaluator,
-    MediaDelivery,
-    Rating,
-    ScreenEvent,
-    Slot,
-    default_aspects,
-)
+from ratings.choices import DEFAULT_ASPECTS, CampaignMode, CampaignStatus, ConditionKind, RatingMethod, Stage
+from ratings.models import Campaign, Condition, default_aspects
 from results.models import Artifact, SummaryValue
 
 # Parameters that describe the condition (protocol, where its server runs, link profile); the rest
@@ -51,6 +41,16 @@ ASPECT_KEY = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 # Artifacts of kind "video": a name starting with this is the locally rendered reference.
 REFERENCE_PREFIX = "reference"
 VIDEO_KIND = "video"
+
+
+# The label researchers see for the condition that shows the reference as a case (never evaluators).
+REFERENCE_LABELS = {
+    RatingMethod.DCR: "Reference vs reference (gold)",
+    RatingMethod.ACR: "Reference alone (gold)",
+    RatingMethod.ACR_HR: "Hidden reference",
+}
+# Conditions that show the first reference recording as their case.
+SHOWS_REFERENCE = frozenset({ConditionKind.GOLD, ConditionKind.HIDDEN_REFERENCE})
 
 
 class CampaignError(Exception):
@@ -217,6 +217,7 @@ def create_campaign(
     *,
     name: str,
     mode: str = CampaignMode.RECORDED,
+    method: str = RatingMethod.DCR,
     aspects: Any = None,
     screens_per_condition: int | None = None,
     sweep: Sweep | None = None,
@@ -231,7 +232,8 @@ def create_campaign(
 ) -> Campaign:
     """Create a campaign with its normal conditions (from ``sweep`` and/or ``conditions``), a gold
     trap, a consistency repeat and the two training anchors (indices into the normal conditions;
-    default: the best and the worst link). Nothing is created on error.
+    default: the best and the worst link). An ACR-HR campaign gets its hidden reference instead of
+    the gold trap (the same video: its vote is the trap too). Nothing is created on error.
     """
     errors = []
     name = (name or "").strip()
@@ -239,6 +241,16 @@ def create_campaign(
         errors.append({"field": "name", "message": "must not be empty"})
     if mode not in CampaignMode.values:
         errors.append({"field": "mode", "message": f"must be one of {', '.join(CampaignMode.values)}"})
+    if method not in RatingMethod.values:
+        errors.append({"field": "method", "message": f"must be one of {', '.join(RatingMethod.values)}"})
+    elif method == RatingMethod.ACR_HR and mode == CampaignMode.LIVE:
+        # Live mode's reference is the pages in the evaluator's own browser, not a remote session:
+        # shown as one more case it would not be hidden (docs/ratings.md, "Methods").
+        errors.append({
+            "field": "method",
+            "message": "acr-hr needs a recorded campaign: a live campaign's reference is the pages in "
+            "the evaluator's own browser, which cannot pass for a remote session (use acr or dcr live)",
+        })  # fmt: skip
     if mode == CampaignMode.RECORDED:
         # A recorded stimulus is one whole video per stage; a screen count would be a false promise.
         if screens_per_condition not in (None, 1):
@@ -312,6 +324,7 @@ def create_campaign(
         description=description,
         sweep=sweep,
         mode=mode,
+        method=method,
         aspects=aspect_list,
         screens_per_condition=screens_per_condition,
         screening=settings.model_dump(),
@@ -328,13 +341,15 @@ def create_campaign(
         src = rows[idx]
         _copy_condition(src, kind, f"{prefix}: {src.label}", pos)
         pos += 1
-    if add_gold:
-        ref = next((r.reference for r in rows if r.reference_id), None)
+    ref = next((r.reference for r in rows if r.reference_id), None)
+    hidden = method == RatingMethod.ACR_HR
+    if add_gold or hidden:
+        # The lab's conditions share one source (the workload's pages), so one reference serves all.
         Condition.objects.create(
             campaign=campaign,
-            label="Reference vs reference (gold)",
+            label=REFERENCE_LABELS[method],
             params={"protocol": "reference"},
-            kind=ConditionKind.GOLD,
+            kind=ConditionKind.HIDDEN_REFERENCE if hidden else ConditionKind.GOLD,
             recording=ref,
             reference=ref,
             position=pos,
@@ -366,8 +381,9 @@ def _copy_condition(src: Condition, kind: str, label: str, position: int) -> Con
 def attach_recordings(campaign: Campaign) -> int:
     """Fill in recordings that arrived after the campaign was made (RD trials finish later).
 
-    Conditions copy their source's recordings (training anchors, repeats); the gold trap takes the
-    first reference. Returns how many conditions changed. Only draft campaigns change.
+    Conditions copy their source's recordings (training anchors, repeats); the gold trap and the
+    hidden reference take the first reference. Returns how many conditions changed. Only draft
+    campaigns change.
     """
     if campaign.status != CampaignStatus.DRAFT:
         raise CampaignError(
@@ -376,7 +392,7 @@ def attach_recordings(campaign: Campaign) -> int:
     changed = 0
     conds = list(campaign.conditions.all())
     for c in conds:
-        if c.kind == ConditionKind.GOLD or not c.source_trials:
+        if c.kind in SHOWS_REFERENCE or not c.source_trials:
             continue
         recording, reference = _videos(list(c.source_trials))
         if (recording and recording.pk != c.recording_id) or (reference and reference.pk != c.reference_id):
@@ -386,7 +402,7 @@ def attach_recordings(campaign: Campaign) -> int:
             changed += 1
     ref = next((c.reference for c in conds if c.reference_id and c.kind == ConditionKind.NORMAL), None)
     for c in conds:
-        if c.kind == ConditionKind.GOLD and ref and c.recording_id != ref.pk:
+        if c.kind in SHOWS_REFERENCE and ref and c.recording_id != ref.pk:
             c.recording = c.reference = ref
             c.save(update_fields=["recording", "reference"])
             changed += 1
@@ -414,7 +430,11 @@ def condition_problems(campaign: Campaign, condition: Condition) -> list[str]:
     problems = []
     if campaign.mode == CampaignMode.RECORDED:
         case, reference = artifact_usable(condition.recording), artifact_usable(condition.reference)
-        if not case and not reference:
+        if Stage.REFERENCE not in campaign.stages:
+            # ACR: the case alone (a hidden reference's case is the reference recording).
+            if not case:
+                problems.append(NO_RECORDINGS if not reference else "no recording of the case to rate yet")
+        elif not case and not reference:
             problems.append(NO_RECORDINGS)
         elif not case:
             problems.append("no recording of the case to rate yet")
@@ -498,95 +518,3 @@ def usable_artifacts(user: Any) -> Any:
 def listed_campaigns(user: Any, archived: bool | None = False) -> Any:
     """``owned_campaigns`` for a list: current ones (default), archived ones (True) or all (None)."""
     return filter_archived(owned_campaigns(user), archived)
-
-
-# ---------------------------------------------------------------------------------------------
-# Lifecycle: archive and delete (the pages and the API share these)
-
-
-def set_archived(campaign: Campaign, archived: bool) -> Campaign:
-    """Hide the campaign from the default lists (it stays reachable by URL), or restore it."""
-    qs = Campaign.objects.filter(pk=campaign.pk)
-    if archived:
-        qs.filter(archived_at__isnull=True).update(archived_at=timezone.now())
-    else:
-        qs.update(archived_at=None)
-    campaign.refresh_from_db(fields=["archived_at"])
-    return campaign
-
-
-@dataclass
-class CampaignDeletePlan:
-    """What deleting a campaign removes; its recordings stay (they belong to the sweep's trials)."""
-
-    campaign: Campaign
-    conditions: int
-    evaluators: int
-    ratings: int
-    screen_events: int
-    deliveries: int
-    live_slots: int
-    recordings_kept: int
-    refusals: list[str] = field(default_factory=list)
-
-    @property
-    def allowed(self) -> bool:
-        return not self.refusals
-
-    @property
-    def fingerprint(self) -> str:
-        return f"c{self.conditions}-e{self.evaluators}-r{self.ratings}-s{self.screen_events}"
-
-
-def plan_campaign_delete(campaign: Campaign) -> CampaignDeletePlan:
-    conds = Condition.objects.filter(campaign=campaign)
-    kept = {pk for pair in conds.values_list("recording_id", "reference_id") for pk in pair if pk is not None}
-    plan = CampaignDeletePlan(
-        campaign=campaign,
-        conditions=conds.count(),
-        evaluators=Evaluator.objects.filter(campaign=campaign).count(),
-        ratings=Rating.objects.filter(condition__campaign=campaign).count(),
-        screen_events=ScreenEvent.objects.filter(condition__campaign=campaign).count(),
-        deliveries=MediaDelivery.objects.filter(condition__campaign=campaign).count(),
-        live_slots=Slot.objects.filter(condition__campaign=campaign).count(),
-        recordings_kept=len(kept),
-    )
-    if campaign.status == CampaignStatus.OPEN:
-        plan.refusals.append(
-            "The campaign is open: close it first (an evaluator may be rating right now), then delete it."
-        )
-    return plan
-
-
-def delete_campaign(campaign: Campaign, expect: str | None = None) -> CampaignDeletePlan:
-    """Delete the campaign with its conditions, evaluators, ratings and their records.
-
-    Refused (nothing deleted) while it is open, or when ``expect`` (the fingerprint of the plan that
-    was confirmed) no longer matches what would go. Returns the plan that was carried out.
-    """
-    with transaction.atomic():
-        locked = Campaign.objects.select_for_update().filter(pk=campaign.pk).first()
-        if locked is None:
-            raise Refused(["The campaign is already gone."])
-        plan = plan_campaign_delete(locked)
-        if plan.refusals:
-            raise Refused(plan.refusals)
-        if expect is not None and expect != plan.fingerprint:
-            raise Refused(
-                [
-                    "What deleting this campaign would remove has changed since the confirmation was "
-                    "shown (new ratings?): look at the list again."
-                ]
-            )
-        remove_campaign(locked, "its campaign was deleted")
-    return plan
-
-
-def remove_campaign(campaign: Campaign, reason: str) -> None:
-    """Release the campaign's live reservations (stopping their sessions), then delete its rows."""
-    from ratings import live
-
-    open_states = [s for s in SlotState.values if s != SlotState.RELEASED]
-    for evaluator in Evaluator.objects.filter(campaign=campaign, slots__state__in=open_states).distinct():
-        live.release_for(evaluator, reason)
-    campaign.delete()

@@ -18,8 +18,12 @@ class CampaignStatus(models.TextChoices):
 
 class ConditionKind(models.TextChoices):
     NORMAL = "normal", "condition"
-    # Reference against reference: an attentive evaluator answers 5 (imperceptible).
-    GOLD = "gold", "gold trap (reference vs reference)"
+    # DCR: reference against reference, an attentive evaluator answers 5 (imperceptible); ACR: the
+    # reference alone, answered "Excellent" or "Good".
+    GOLD = "gold", "gold trap (the reference)"
+    # ACR-HR: the reference, shown as one more case to rate; each rater's vote on it is subtracted
+    # from their votes on the cases (ITU-T P.910's DMOS).
+    HIDDEN_REFERENCE = "hidden_ref", "hidden reference (ACR-HR)"
     # The same condition again, later in the order: the two answers should differ by at most 1.
     REPEAT = "repeat", "consistency repeat"
     TRAINING_BEST = "training_best", "training anchor (best)"
@@ -47,6 +51,22 @@ class SlotState(models.TextChoices):
     RELEASED = "released", "released"
 
 
+class RatingMethod(models.TextChoices):
+    """ITU-T P.910's rating methods: a campaign's, or the one an imported rating set used."""
+
+    ACR = "acr", "ACR (absolute category rating: MOS)"
+    ACR_HR = "acr-hr", "ACR-HR (ACR with hidden reference: DMOS)"
+    DCR = "dcr", "DCR (degradation category rating)"
+
+
+# What each method's score of a condition is, as every results page and CSV names it.
+QUANTITY: dict[str, str] = {
+    RatingMethod.DCR: "DCR mean (the thesis' DMOS)",
+    RatingMethod.ACR: "ACR MOS",
+    RatingMethod.ACR_HR: "ACR-HR DMOS",
+}
+
+
 # ITU-T P.910 (DCR) five-grade impairment scale, worded exactly as the Recommendation (thesis Table 4.1).
 IMPAIRMENT_SCALE: tuple[tuple[int, str], ...] = (
     (5, "Imperceptible"),
@@ -55,7 +75,21 @@ IMPAIRMENT_SCALE: tuple[tuple[int, str], ...] = (
     (2, "Annoying"),
     (1, "Very annoying"),
 )
+# ITU-T P.910 (ACR, and ACR-HR's votes) five-grade quality scale, worded as the Recommendation.
+QUALITY_SCALE: tuple[tuple[int, str], ...] = (
+    (5, "Excellent"),
+    (4, "Good"),
+    (3, "Fair"),
+    (2, "Poor"),
+    (1, "Bad"),
+)
 SCORE_MIN, SCORE_MAX = 1, 5
+
+
+def scale_of(method: str) -> tuple[tuple[int, str], ...]:
+    """The grades an evaluator answers on: DCR's impairment scale, or ACR's quality scale."""
+    return IMPAIRMENT_SCALE if method == RatingMethod.DCR else QUALITY_SCALE
+
 
 # The thesis' four aspects (Table 4.2): key -> label shown to the evaluator.
 DEFAULT_ASPECTS: tuple[tuple[str, str], ...] = (
@@ -82,14 +116,6 @@ ASPECT_HELP: dict[str, str] = {
 RECORDED_ASPECT_HELP: dict[str, str] = {
     "screen_response": "How long the screen took to change after each click in the video.",
 }
-
-
-class StudyMethod(models.TextChoices):
-    """ITU-T P.910's rating methods an imported rating set can have been collected with."""
-
-    ACR = "acr", "ACR (absolute category rating: MOS)"
-    ACR_HR = "acr-hr", "ACR-HR (ACR with hidden reference: DMOS)"
-    DCR = "dcr", "DCR (degradation category rating)"
 
 
 class StudyFormat(models.TextChoices):

@@ -17,8 +17,8 @@ from django.db.models import Q, QuerySet
 
 from accounts.visibility import may_see
 from experiments.lifecycle import CampaignUse, DeletePlan, counted
-from ratings.campaigns import remove_campaign
 from ratings.models import Campaign, Condition, Evaluator, Rating
+from ratings.removal import remove_campaign
 from results.models import Artifact
 
 

@@ -151,10 +151,13 @@ def _stage_artifact(condition: Condition, stage: str) -> Any:
     return condition.reference if stage == Stage.REFERENCE else condition.recording
 
 
-def _summarise(rows: list[tuple[Any, ...]], condition: Condition) -> dict[str, StageDelivery]:
-    """``rows``: (stage, artifact_id, sent_from, sent_to, started_at) of one evaluator and condition."""
+def _summarise(
+    rows: list[tuple[Any, ...]], condition: Condition, stages: tuple[str, ...]
+) -> dict[str, StageDelivery]:
+    """``rows``: (stage, artifact_id, sent_from, sent_to, started_at) of one evaluator and condition;
+    ``stages``: the ones its campaign shows (``Campaign.stages``)."""
     out = {}
-    for stage in (Stage.REFERENCE, Stage.DEGRADED):
+    for stage in stages:
         art = _stage_artifact(condition, stage)
         mine = [r for r in rows if r[0] == stage and art is not None and r[1] == art.pk]
         size = art.size if art is not None else 0
@@ -175,7 +178,7 @@ def stage_deliveries(evaluator: Evaluator, condition: Condition) -> dict[str, St
     rows = list(
         MediaDelivery.objects.filter(evaluator=evaluator, condition=condition).values_list(*ROW_FIELDS)
     )
-    return _summarise(rows, condition)
+    return _summarise(rows, condition, evaluator.campaign.stages)
 
 
 def delivery_problem(evaluator: Evaluator, condition: Condition) -> str:
@@ -247,19 +250,19 @@ def suspicious_sessions(campaign: Campaign) -> dict[int, list[str]]:
     for (ev_id, cond_id), rated_at in sorted(rated.items()):
         cond = conds[cond_id]
         reasons = []
-        stages = _summarise(rows.get((ev_id, cond_id), []), cond)
+        stages = _summarise(rows.get((ev_id, cond_id), []), cond, campaign.stages)
         for d in stages.values():
             if not d.complete:
                 reasons.append(d.problem().replace("this page", "the page").replace("The ", "the ", 1))
-        ref_at = stages[Stage.REFERENCE].first_at
-        durations = [video_duration(cond.reference), video_duration(cond.recording)]
-        if ref_at is not None and None not in durations:
+        first = stages[campaign.stages[0]]  # the reference (DCR) or the case alone (ACR)
+        durations = [video_duration(_stage_artifact(cond, stage)) for stage in campaign.stages]
+        if first.first_at is not None and None not in durations:
             total = sum(d for d in durations if d is not None)
-            elapsed = (rated_at - ref_at).total_seconds()
+            elapsed = (rated_at - first.first_at).total_seconds()
             if elapsed < FAST_SHARE * total:
+                name, what = ("reference", "the videos last") if len(durations) > 1 else ("video", "it lasts")
                 reasons.append(
-                    f"rated {elapsed:.1f} s after the reference began to arrive; "
-                    f"the videos last {total:.1f} s"
+                    f"rated {elapsed:.1f} s after the {name} began to arrive; {what} {total:.1f} s"
                 )
         if reasons:
             out.setdefault(ev_id, []).extend(f"{cond.label}: {r}" for r in reasons)

@@ -24,13 +24,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from ratings import campaigns, delivery, flow, invitations, live, throttle
 from ratings.choices import (
-    IMPAIRMENT_SCALE,
     TRAINING_KINDS,
     CampaignMode,
     CampaignStatus,
     ConditionKind,
     Phase,
     Stage,
+    scale_of,
 )
 from ratings.models import Condition, Evaluator
 from results import kinds
@@ -113,8 +113,9 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
         ctx.update(
             {
                 "aspects": flow.aspect_rows(campaign),
-                "scale": IMPAIRMENT_SCALE,
+                "scale": scale_of(campaign.method),
                 "live": campaign.mode == CampaignMode.LIVE,
+                "acr": Stage.REFERENCE not in campaign.stages,
             }
         )
         return _page(request, "consent.html", ctx, status)
@@ -135,8 +136,9 @@ def rate(request: HttpRequest, token: str) -> HttpResponse:
             "percent": round(100 * ev.position / max(ev.total, 1)),
             "state": state,
             "aspects": flow.aspect_rows(campaign),
-            "scale": IMPAIRMENT_SCALE,
+            "scale": scale_of(campaign.method),
             "recorded": campaign.mode == CampaignMode.RECORDED,
+            "acr": Stage.REFERENCE not in campaign.stages,
             "live_available": live.available(),
             "live_reason": "" if live.available() else live.EVALUATOR_UNAVAILABLE,
             "reference_url": reverse("ratings_rate:media", args=[token, cond.pk, Stage.REFERENCE]),
@@ -157,7 +159,7 @@ def media(request: HttpRequest, token: str, condition: int, stage: str) -> HttpR
     server's own evidence that the stimulus reached the page before it may be rated.
     """
     ev = _evaluator(request, token)
-    if ev is None or stage not in Stage.values or condition not in (ev.order or []):
+    if ev is None or stage not in ev.campaign.stages or condition not in (ev.order or []):
         raise Http404("no such video for this link")
     cond = Condition.objects.select_related("recording", "reference").get(pk=condition)
     artifact = cond.reference if stage == Stage.REFERENCE else cond.recording

@@ -9,6 +9,7 @@ from typing import Any
 
 from qoelab import findings
 from ratings.campaigns import si_params
+from ratings.choices import RatingMethod
 from ratings.models import Campaign, Condition
 
 DEFAULT_JOB = "rd_qoe"  # a campaign made by hand rates remote-desktop sessions
@@ -49,6 +50,13 @@ def campaign_findings(
     report = findings.RATING_REPORTS.get(job)
     if report is None:
         return {"report": "", "title": "", "checks": []}
+    title = findings.REPORT_TITLES.get(report, report)
+    if campaign.method != RatingMethod.DCR:
+        # Table 4.2's numbers are DCR means; an ACR score is another quantity, so no check compares.
+        return {"report": report, "title": title, "checks": [], "note": (
+            f"Not compared: the thesis' findings are DCR means, and this campaign rates by "
+            f"{campaign.get_method_display()}, another quantity. Make a DCR campaign to check them."
+        )}  # fmt: skip
     return {
         "report": report,
         "title": findings.REPORT_TITLES.get(report, report),

@@ -18,7 +18,6 @@ from ratings import delivery
 from ratings.campaigns import condition_problems
 from ratings.choices import (
     ASPECT_HELP,
-    IMPAIRMENT_SCALE,
     RECORDED_ASPECT_HELP,
     SCORE_MAX,
     SCORE_MIN,
@@ -27,6 +26,7 @@ from ratings.choices import (
     CampaignStatus,
     ConditionKind,
     Stage,
+    scale_of,
 )
 from ratings.models import Campaign, Condition, Evaluator, Rating, ScreenEvent
 
@@ -124,7 +124,14 @@ def _not_seen_yet(campaign: Campaign, state: dict[str, Any]) -> str:
                                ("the video of the case", state["degraded_done"]))
             if not done
         ]  # fmt: skip
+        if Stage.REFERENCE not in campaign.stages:
+            missing = ["the video"]
         return f"Please watch {' and '.join(missing)} to the end first; then the questions open."
+    if Stage.REFERENCE not in campaign.stages:
+        return (
+            f"Please go through the whole remote desktop session first ({state['required']} pages; so "
+            f"far {state['degraded_seen']}); then the questions open."
+        )
     return (
         "Please go through the whole reference and the whole remote desktop session first "
         f"({state['required']} pages each; so far {state['reference_seen']} and {state['degraded_seen']}); "
@@ -139,18 +146,18 @@ def form_state(evaluator: Evaluator, condition: Condition) -> dict[str, Any]:
     problems = condition_problems(campaign, condition)
     # Seen means seen: in recorded mode the server must also have handed out every byte of both videos.
     undelivered = "" if problems else delivery.delivery_problem(evaluator, condition)
+    # ACR shows no reference: its stage is done from the start (and cannot be reported).
+    reference_done = seen[Stage.REFERENCE] >= need or Stage.REFERENCE not in campaign.stages
     return {
         "required": need,
+        "stages": list(campaign.stages),
         "reference_seen": seen[Stage.REFERENCE],
         "degraded_seen": seen[Stage.DEGRADED],
-        "reference_done": seen[Stage.REFERENCE] >= need,
+        "reference_done": reference_done,
         "degraded_done": seen[Stage.DEGRADED] >= need,
         "problems": problems,
         "delivery_problem": undelivered,
-        "enabled": not problems
-        and not undelivered
-        and seen[Stage.REFERENCE] >= need
-        and seen[Stage.DEGRADED] >= need,
+        "enabled": not problems and not undelivered and reference_done and seen[Stage.DEGRADED] >= need,
     }
 
 
@@ -160,8 +167,8 @@ def record_screen(
     """Store that a screen (or a whole video) of a stage was seen; the reference comes first."""
     condition = _current(evaluator, condition_id)
     campaign = evaluator.campaign
-    if stage not in Stage.values:
-        raise FlowError(f"stage must be one of {', '.join(Stage.values)}", 400)
+    if stage not in campaign.stages:
+        raise FlowError(f"stage must be one of {', '.join(campaign.stages)}", 400)
     need = campaign.required_screens
     if not isinstance(index, int) or not 0 <= index < need:
         raise FlowError(f"index must be from 0 to {need - 1}", 400)
@@ -287,7 +294,8 @@ def evaluator_state(evaluator: Evaluator) -> dict[str, Any]:
         "total": evaluator.total,
         "training_total": n_training,
         "aspects": campaign.aspects,
-        "scale": [{"score": s, "label": label} for s, label in IMPAIRMENT_SCALE],
+        "method": campaign.method,
+        "scale": [{"score": s, "label": label} for s, label in scale_of(campaign.method)],
         "condition": None,
     }
     cid = evaluator.current_condition_id() if evaluator.consent_at else None

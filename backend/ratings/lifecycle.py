@@ -14,7 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from experiments.access import researcher_required
 from experiments.archiving import Refused
-from ratings import campaigns
+from ratings import campaigns, removal
 from ratings.models import Campaign
 
 
@@ -28,7 +28,7 @@ def campaign_archive(request: HttpRequest, pk: int) -> HttpResponse:
     """POST ``archived=1`` hides the campaign from the campaign list; ``archived=0`` restores it."""
     campaign = _campaign_or_404(request, pk)
     archive = request.POST.get("archived", "1") != "0"
-    campaigns.set_archived(campaign, archive)
+    removal.set_archived(campaign, archive)
     if archive:
         messages.success(
             request,
@@ -48,7 +48,7 @@ def campaign_delete(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "POST":
         name = campaign.name
         try:
-            plan = campaigns.delete_campaign(campaign, expect=request.POST.get("expect", ""))
+            plan = removal.delete_campaign(campaign, expect=request.POST.get("expect", ""))
         except Refused as exc:
             if not Campaign.objects.filter(pk=campaign.pk).exists():
                 messages.error(request, " ".join(exc.reasons))
@@ -61,7 +61,7 @@ def campaign_delete(request: HttpRequest, pk: int) -> HttpResponse:
                 f"evaluators, {plan.ratings} ratings.",
             )
             return redirect("ratings:campaigns")
-    plan = campaigns.plan_campaign_delete(campaign)
+    plan = removal.plan_campaign_delete(campaign)
     if refused is not None:
         refused = [r for r in refused if r not in plan.refusals]
     status = 409 if refused is not None else 200  # the GET page itself is fine, reasons and all

@@ -26,10 +26,10 @@ from ratings.choices import (
     CampaignStatus,
     ConditionKind,
     Phase,
+    RatingMethod,
     SlotState,
     Stage,
     StudyFormat,
-    StudyMethod,
 )
 from ratings.screening import default as screening_default
 
@@ -50,6 +50,12 @@ class Campaign(models.Model):
         "experiments.Sweep", null=True, blank=True, on_delete=models.SET_NULL, related_name="campaigns"
     )
     mode = models.CharField(max_length=10, choices=CampaignMode.choices, default=CampaignMode.RECORDED)
+    method = models.CharField(
+        max_length=10,
+        choices=RatingMethod.choices,
+        default=RatingMethod.DCR,
+        help_text="ITU-T P.910 method: DCR (reference, then the case) or ACR / ACR-HR (the case alone)",
+    )
     aspects = models.JSONField(default=default_aspects, help_text="[{key, label}] in the order shown")
     screens_per_condition = models.PositiveIntegerField(
         default=5, validators=[MinValueValidator(1), MaxValueValidator(50)]
@@ -89,6 +95,14 @@ class Campaign(models.Model):
             for a in self.aspects
             if a["key"] in HANDS_ON_ASPECTS
         ]
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        """What each case shows, in order: DCR the reference and then the case, ACR and ACR-HR the
+        case alone (ACR-HR's reference is a case of its own, not marked as such)."""
+        if self.method == RatingMethod.DCR:
+            return (Stage.REFERENCE, Stage.DEGRADED)
+        return (Stage.DEGRADED,)
 
     @property
     def required_screens(self) -> int:
@@ -286,7 +300,7 @@ class ImportedStudy(models.Model):
     )
     name = models.CharField(max_length=200)
     source = models.TextField(blank=True, help_text="where the ratings come from (a citation or a note)")
-    method = models.CharField(max_length=10, choices=StudyMethod.choices, default=StudyMethod.ACR)
+    method = models.CharField(max_length=10, choices=RatingMethod.choices, default=RatingMethod.ACR)
     file_format = models.CharField(max_length=10, choices=StudyFormat.choices, default=StudyFormat.LONG)
     scale_low = models.FloatField(default=1.0)
     scale_high = models.FloatField(default=5.0)

@@ -135,13 +135,15 @@ def screen(
     repeats: Mapping[Hashable, Sequence[tuple[Hashable, float, float]]] | None = None,
     min_correlation: float = MIN_CORRELATION,
     settings: Screening | None = None,
+    trap: str = "a reference-vs-reference trap",
 ) -> dict[Hashable, EvaluatorScreening]:
     """Apply the screening rules to every rater of ``matrix`` (and of ``gold``/``repeats``).
 
     ``matrix``: {rater: {unit: score}} over the normal conditions; ``gold``: {rater: [(unit, score)]}
     on gold traps; ``repeats``: {rater: [(unit, first score, repeated score)]}. ``settings``: a
     campaign's ``ratings.screening.Screening`` (which rules run, their bounds); None: the lab's
-    original three rules at their default bounds, with ``min_correlation``.
+    original three rules at their default bounds, with ``min_correlation``; ``trap``: what a gold
+    item is, as the reason names it (DCR's reference against itself, ACR's reference alone).
     """
     if settings is None:
         settings = Screening(correlation=Correlation(min_r=min_correlation))
@@ -173,9 +175,7 @@ def screen(
             if score <= fail_at:
                 s.gold_failures.append({"unit": unit, "score": score})
         if settings.gold.on and s.gold_failures:
-            s.reasons.append(
-                f"rated a reference-vs-reference trap {fail_at} or lower {len(s.gold_failures)} time(s)"
-            )
+            s.reasons.append(f"rated {trap} {fail_at} or lower {len(s.gold_failures)} time(s)")
         most = settings.repeat.max_difference
         for unit, first, again in repeats.get(rater, ()):
             if abs(first - again) > most:

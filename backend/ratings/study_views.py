@@ -13,7 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from experiments.access import researcher_required
 from qoelab.subjective import report
 from ratings import studies
-from ratings.choices import StudyFormat, StudyMethod
+from ratings.choices import RatingMethod, StudyFormat
 from ratings.models import ImportedStudy
 from ratings.views import csv_response
 
@@ -31,7 +31,7 @@ class StudyForm(forms.Form):
     )
     file_format = forms.ChoiceField(label="Layout", choices=StudyFormat.choices, initial=StudyFormat.LONG)
     method = forms.ChoiceField(
-        choices=StudyMethod.choices, initial=StudyMethod.ACR,
+        choices=RatingMethod.choices, initial=RatingMethod.ACR,
         help_text="ACR-HR needs the long layout's reference column (each test stimulus' hidden reference).",
     )  # fmt: skip
     scale_low = forms.FloatField(label="Scale bottom", initial=1)

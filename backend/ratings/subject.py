@@ -45,10 +45,12 @@ def subject_model(
     conditions: Sequence[tuple[int, str]],
     labels: Mapping[int, str],
     plain: Sequence[Mapping[str, Any]],
+    score: str = "DCR score",
 ) -> dict[str, Any]:
     """Per aspect: the model's score ± CI per condition beside the plain mean, and each evaluator's
     bias and inconsistency. ``conditions``: (id, label) of the normal conditions in order; ``plain``:
-    the analysis' DMOS rows (all evaluators)."""
+    the analysis' DMOS rows (all evaluators); ``score``: what a vote is (``ratings.choices.QUANTITY``'s
+    short form: a DCR score, an ACR vote, an ACR-HR differential score)."""
     by_unit = {(row["condition"], row["aspect"]): row for row in plain}
     out = []
     for aspect in aspects:
@@ -80,4 +82,4 @@ def subject_model(
             })  # fmt: skip
         part["nbic"] = fit.nbic
         part["notes"] = fit.notes
-    return {"model": MODEL, "quantity": f"DCR score by {models.ESTIMATOR[MODEL]}", "aspects": out}
+    return {"model": MODEL, "quantity": f"{score} by {models.ESTIMATOR[MODEL]}", "aspects": out}

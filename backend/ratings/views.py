@@ -30,6 +30,7 @@ from ratings.choices import (
     CampaignMode,
     CampaignStatus,
     ConditionKind,
+    RatingMethod,
 )
 from ratings.models import Campaign, Condition, Evaluator
 
@@ -39,6 +40,15 @@ RECORDED_LABELS = [label for key, label in DEFAULT_ASPECTS if key in RECORDED_AS
 class CampaignForm(forms.Form):
     name = forms.CharField(max_length=200, label="Campaign name")
     mode = forms.ChoiceField(choices=CampaignMode.choices, initial=CampaignMode.RECORDED, label="Mode")
+    method = forms.ChoiceField(
+        choices=RatingMethod.choices,
+        initial=RatingMethod.DCR,
+        required=False,  # a form posted without it (an older page, a script) makes the thesis' DCR
+        label="Method (ITU-T P.910)",
+        help_text="DCR: the reference, then the case, rated for impairment (the thesis'). ACR: the case "
+        "alone, rated for quality (MOS). ACR-HR: ACR with the reference hidden among the cases (DMOS = "
+        "vote − the same evaluator's vote on the reference + 5); recorded campaigns only.",
+    )
     sweep = forms.ModelChoiceField(
         queryset=None, required=False, label="Conditions from sweep", empty_label="— none (by hand) —"
     )
@@ -66,7 +76,10 @@ class CampaignForm(forms.Form):
         "(empty: 5, the thesis'). Leave it empty for a recorded campaign: each video is watched once, whole.",
     )
     add_gold = forms.BooleanField(
-        required=False, initial=True, label="Add a gold trap (reference vs reference)"
+        required=False,
+        initial=True,
+        label="Add a gold trap (the reference: against itself in DCR, alone in ACR)",
+        help_text="An ACR-HR campaign's hidden reference is its trap.",
     )
     add_repeat = forms.BooleanField(required=False, initial=True, label="Add a consistency repeat")
     min_correlation = forms.FloatField(
@@ -200,6 +213,7 @@ def campaign_new(request: HttpRequest) -> HttpResponse:
                 request.user,
                 name=d["name"],
                 mode=d["mode"],
+                method=d["method"] or RatingMethod.DCR,
                 sweep=d["sweep"],
                 conditions=d["condition_rows"],
                 aspects=d["aspect_list"],
@@ -368,7 +382,9 @@ def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
     protocols = sorted({r["system"] for r in result["all"]["dmos"]})
     charts = {
         part: {
-            f"{a['key']}|{p}": analysis.chart_payloads(result[part], a["key"], p)
+            f"{a['key']}|{p}": analysis.chart_payloads(
+                result[part], a["key"], p, analysis.Y_LABEL[campaign.method], result["y_range"]
+            )
             for a in campaign.aspects
             for p in protocols
         }
@@ -377,6 +393,7 @@ def campaign_results(request: HttpRequest, pk: int) -> HttpResponse:
     ctx = {
         "campaign": campaign,
         "analysis": result,
+        "y_label": analysis.Y_LABEL[campaign.method],
         "protocols": protocols,
         "charts_json": charts,
         "excluded_ids": {e["id"] for e in result["excluded"]},

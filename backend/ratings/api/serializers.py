@@ -7,7 +7,7 @@ from typing import Any
 from rest_framework import serializers
 
 from ratings import screening as screening_settings
-from ratings.choices import CampaignMode, Stage
+from ratings.choices import CampaignMode, RatingMethod, Stage
 from ratings.models import Campaign, Condition, Evaluator
 
 
@@ -70,12 +70,12 @@ class CampaignSerializer(serializers.ModelSerializer):
     class Meta:
         model = Campaign
         fields = [
-            "id", "name", "description", "sweep", "mode", "aspects", "aspect_warnings",
+            "id", "name", "description", "sweep", "mode", "method", "aspects", "aspect_warnings",
             "screens_per_condition", "status", "created", "opened_at", "closed_at", "archived_at",
             "conditions", "evaluators", "screening",
         ]  # fmt: skip
         read_only_fields = [
-            "sweep", "mode", "aspects", "screens_per_condition", "status",
+            "sweep", "mode", "method", "aspects", "screens_per_condition", "status",
             "created", "opened_at", "closed_at", "archived_at",
         ]  # fmt: skip
 
@@ -91,6 +91,12 @@ class CampaignCreateSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(required=False, allow_blank=True, default="")
     mode = serializers.ChoiceField(choices=CampaignMode.choices, default=CampaignMode.RECORDED)
+    method = serializers.ChoiceField(
+        choices=RatingMethod.choices,
+        default=RatingMethod.DCR,
+        help_text="ITU-T P.910: dcr (reference, then the case; the thesis'), acr (the case alone: MOS) or "
+        "acr-hr (acr with a hidden reference: DMOS; recorded campaigns only)",
+    )
     aspects = AspectSerializer(
         many=True,
         required=False,

@@ -14,7 +14,7 @@ from rest_framework.response import Response
 from accounts.permissions import IsResearcher
 from qoelab_web.api import ErrorSerializer, errors_response
 from ratings import studies
-from ratings.choices import StudyFormat, StudyMethod
+from ratings.choices import RatingMethod, StudyFormat
 from ratings.models import ImportedStudy
 
 FIELDS = ["id", "name", "source", "method", "file_format", "scale_low", "scale_high", "file_name",
@@ -54,7 +54,7 @@ class StudyCreateSerializer(serializers.Serializer):
                                       help_text="the rating file's text (CSV, UTF-8)")  # fmt: skip
     file_name = serializers.CharField(required=False, allow_blank=True, default="", max_length=255)
     file_format = serializers.ChoiceField(choices=StudyFormat.choices, default=StudyFormat.LONG)
-    method = serializers.ChoiceField(choices=StudyMethod.choices, default=StudyMethod.ACR)
+    method = serializers.ChoiceField(choices=RatingMethod.choices, default=RatingMethod.ACR)
     scale_low = serializers.FloatField(default=1.0, min_value=-1e6, max_value=1e6)
     scale_high = serializers.FloatField(default=5.0, min_value=-1e6, max_value=1e6)
 

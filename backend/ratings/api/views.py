@@ -20,7 +20,7 @@ from experiments.archiving import Refused, parse_archived
 from experiments.models import Sweep
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response
 from qoelab_web.baseurl import BaseUrlMissing, site_base_url
-from ratings import analysis, campaigns, flow, invitations, live, throttle
+from ratings import analysis, campaigns, flow, invitations, live, removal, throttle
 from ratings.api.auth import EvaluatorTokenAuthentication, IsEvaluator
 from ratings.api.serializers import (
     CampaignCreateSerializer,
@@ -114,6 +114,7 @@ class CampaignViewSet(
                 name=data["name"],
                 description=data.get("description", ""),
                 mode=data["mode"],
+                method=data["method"],
                 aspects=[dict(a) for a in data["aspects"]] if data.get("aspects") else None,
                 screens_per_condition=data.get("screens_per_condition"),
                 sweep=sweep,
@@ -131,7 +132,7 @@ class CampaignViewSet(
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Delete the campaign with its conditions, evaluators and ratings (409 while it is open)."""
         try:
-            campaigns.delete_campaign(self.get_object())
+            removal.delete_campaign(self.get_object())
         except Refused as exc:
             return Response({"detail": " ".join(exc.reasons)}, status=status.HTTP_409_CONFLICT)
         return Response(status=status.HTTP_204_NO_CONTENT)
@@ -139,12 +140,12 @@ class CampaignViewSet(
     @extend_schema(request=None, responses={200: CampaignSerializer}, summary="Hide from the default list")
     @action(detail=True, methods=["post"])
     def archive(self, request: Request, pk: str | None = None) -> Response:
-        return Response(CampaignSerializer(campaigns.set_archived(self.get_object(), True)).data)
+        return Response(CampaignSerializer(removal.set_archived(self.get_object(), True)).data)
 
     @extend_schema(request=None, responses={200: CampaignSerializer}, summary="Back into the default list")
     @action(detail=True, methods=["post"])
     def unarchive(self, request: Request, pk: str | None = None) -> Response:
-        return Response(CampaignSerializer(campaigns.set_archived(self.get_object(), False)).data)
+        return Response(CampaignSerializer(removal.set_archived(self.get_object(), False)).data)
 
     @extend_schema(request=None, responses={200: CampaignSerializer, 400: ErrorSerializer})
     @action(detail=True, methods=["post"])

@@ -17,7 +17,7 @@ import csv
 import io
 import math
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -317,3 +317,26 @@ def hidden_reference(v: Votes, top: float = 5.0) -> tuple[Votes, list[str]]:
         ),
         notes,
     )  # fmt: skip
+
+
+def differential(
+    matrix: Mapping[Hashable, Mapping[Hashable, float]],
+    reference_of: Mapping[Hashable, Hashable],
+    top: float = 5.0,
+) -> tuple[dict[Hashable, dict[Hashable, float]], list[str]]:
+    """``hidden_reference`` on a campaign's ``{rater: {unit: vote}}``: each test unit's vote becomes
+    its differential score against the same rater's vote on ``reference_of[unit]`` (which the
+    mapping holds too). Returns ``{rater: {test unit: score}}`` (raters left without a score are
+    absent) and the notes; no test vote with its reference gives an empty mapping and a note.
+    """
+    votes, raters = from_mapping(matrix)
+    units = {str(u): u for row in matrix.values() for u in row}
+    refs = tuple(str(reference_of[units[s]]) if units[s] in reference_of else "" for s in votes.stimuli)
+    try:
+        scored, notes = hidden_reference(replace(votes, references=refs), top)
+    except VotesError as err:
+        return {}, [str(err)]
+    out: dict[Hashable, dict[Hashable, float]] = {}
+    for r, s, x in zip(scored.rater, scored.stimulus, scored.score, strict=True):
+        out.setdefault(raters[int(r)], {})[units[scored.stimuli[int(s)]]] = float(x)
+    return out, notes

@@ -36,14 +36,16 @@ if (app && box && app.dataset.mode === "live" && app.dataset.liveAvailable === "
 
   // ---- reference: pages loaded by the frame after the first one ----
   let loads = 0;
-  const refDone = () => refSeen >= required;
+  // ACR (data-reference="none"): no reference stage, the remote desktop comes first.
+  const refDone = () => app.dataset.reference === "none" || refSeen >= required;
   function updateRef() {
-    refStatus.textContent = refDone()
-      ? "Reference done ✓ Now use the remote desktop below."
-      : "Click the pink NEXT button on each page. Pages done: " + refSeen + " of " + required + ".";
     // Done: the reference's 800×600 frame folds away (rate.css), so the remote desktop takes its
     // place instead of sitting a screen's height further down.
     box.dataset.referenceDone = String(refDone());
+    if (!refStatus) return;
+    refStatus.textContent = refDone()
+      ? "Reference done ✓ Now use the remote desktop below."
+      : "Click the pink NEXT button on each page. Pages done: " + refSeen + " of " + required + ".";
   }
   if (frame) {
     frame.addEventListener("load", () => {

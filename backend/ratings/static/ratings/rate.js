@@ -39,8 +39,9 @@
 
   function applyState(state) {
     if (!state || state.required == null) return;
-    const refDone = state.reference_seen >= state.required;
-    const degDone = state.degraded_seen >= state.required;
+    // The server says when a stage is done (ACR shows no reference: done from the start).
+    const refDone = Boolean(state.reference_done);
+    const degDone = Boolean(state.degraded_done);
     document.querySelectorAll("[data-seen='reference']").forEach((el) => {
       el.textContent = app.dataset.mode === "recorded" ? (refDone ? "Watched ✓" : "") : String(state.reference_seen);
     });
