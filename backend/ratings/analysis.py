@@ -115,7 +115,10 @@ def analyze(campaign: Campaign) -> dict[str, Any]:
     cleansed = 0
     if settings.outlier_votes.on:  # cleansing: single votes out of every table, before screening
         matrix, cleansed = stats.without_outlier_votes(matrix, settings.outlier_votes.z)
-    screening = stats.screen(matrix, gold, repeats, settings=settings, trap=TRAP[campaign.method])
+    playback = delivery.playback_rows(campaign) if settings.playback.on else {}
+    screening = stats.screen(
+        matrix, gold, repeats, settings=settings, trap=TRAP[campaign.method], playback=playback
+    )
     excluded = {ev for ev, s in screening.items() if s.excluded}
     kept_matrix = {ev: row for ev, row in matrix.items() if ev not in excluded}
 

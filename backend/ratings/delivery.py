@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from qoelab.errors import QoelabError
 from qoelab.rd.record import probe
-from ratings.choices import CampaignMode, Stage
-from ratings.models import Campaign, Condition, Evaluator, MediaDelivery, Rating, Slot
+from ratings.choices import CampaignMode, Phase, Stage
+from ratings.models import Campaign, Condition, Evaluator, MediaDelivery, Playback, Rating, Slot
 
 log = logging.getLogger("qoelab.ratings.delivery")
 
@@ -221,6 +221,36 @@ def video_duration(artifact: Any) -> float | None:
     value = -1.0 if duration is None else float(duration)
     cache.set(key, value, 7 * 24 * 3600)
     return value if value >= 0 else None
+
+
+def playback_rows(campaign: Campaign) -> dict[int, list[tuple[str, float, float]]]:
+    """Per evaluator, each rated main-phase case: (label, seconds its videos were played, seconds
+    they last), from the page's ``Playback`` reports and ffprobe; a case whose length is unknown
+    is left out. Recorded campaigns only (empty otherwise)."""
+    if campaign.mode != CampaignMode.RECORDED:
+        return {}
+    conds = {
+        c.pk: c for c in Condition.objects.filter(campaign=campaign).select_related("recording", "reference")
+    }
+    played: dict[tuple[int, int], float] = {}
+    for ev_id, cond_id, seconds in Playback.objects.filter(condition__campaign=campaign).values_list(
+        "evaluator_id", "condition_id", "seconds"
+    ):
+        played[(ev_id, cond_id)] = played.get((ev_id, cond_id), 0.0) + seconds
+    rated = (
+        Rating.objects.filter(condition__campaign=campaign, phase=Phase.MAIN)
+        .values_list("evaluator_id", "condition_id")
+        .distinct()
+    )
+    out: dict[int, list[tuple[str, float, float]]] = {}
+    for ev_id, cond_id in sorted(rated):
+        cond = conds[cond_id]
+        lengths = [video_duration(_stage_artifact(cond, stage)) for stage in campaign.stages]
+        if None in lengths:
+            continue
+        total = sum(x for x in lengths if x is not None)
+        out.setdefault(ev_id, []).append((cond.label, played.get((ev_id, cond_id), 0.0), total))
+    return out
 
 
 def suspicious_sessions(campaign: Campaign) -> dict[int, list[str]]:

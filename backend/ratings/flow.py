@@ -28,7 +28,10 @@ from ratings.choices import (
     Stage,
     scale_of,
 )
-from ratings.models import Campaign, Condition, Evaluator, Rating, ScreenEvent
+from ratings.models import Campaign, Condition, Evaluator, Playback, Rating, ScreenEvent
+
+# A stimulus is a recording of a few pages; an hour of playback per report is no real play.
+MAX_PLAYED_S = 3600.0
 
 
 class FlowError(Exception):
@@ -162,9 +165,18 @@ def form_state(evaluator: Evaluator, condition: Condition) -> dict[str, Any]:
 
 
 def record_screen(
-    evaluator: Evaluator, condition_id: int, stage: str, index: int, client_t: float | None = None
+    evaluator: Evaluator,
+    condition_id: int,
+    stage: str,
+    index: int,
+    client_t: float | None = None,
+    played_s: float | None = None,
 ) -> dict[str, Any]:
-    """Store that a screen (or a whole video) of a stage was seen; the reference comes first."""
+    """Store that a screen (or a whole video) of a stage was seen; the reference comes first.
+
+    ``played_s`` (recorded mode): the seconds the page played the video for this report; every
+    report is a ``Playback`` row, replays included, for the playback screening rule.
+    """
     condition = _current(evaluator, condition_id)
     campaign = evaluator.campaign
     if stage not in campaign.stages:
@@ -192,6 +204,10 @@ def record_screen(
         screen_index=index,
         defaults={"client_t": client_t},
     )
+    if played_s is not None and campaign.mode == CampaignMode.RECORDED:
+        if not 0 <= played_s <= MAX_PLAYED_S:
+            raise FlowError(f"played_s must be from 0 to {MAX_PLAYED_S:g} seconds", 400)
+        Playback.objects.create(evaluator=evaluator, condition=condition, stage=stage, seconds=played_s)
     return form_state(evaluator, condition)
 
 

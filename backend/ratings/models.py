@@ -234,6 +234,22 @@ class ScreenEvent(models.Model):
         ]
 
 
+class Playback(models.Model):
+    """One play of a recorded stimulus to its end, as the page measured it: replays add rows, so an
+    evaluator's total playback can be held against the clips' length (ITU-T P.910 crowdsourcing)."""
+
+    evaluator = models.ForeignKey(Evaluator, on_delete=models.CASCADE, related_name="playbacks")
+    condition = models.ForeignKey(Condition, on_delete=models.CASCADE, related_name="playbacks")
+    stage = models.CharField(max_length=10, choices=Stage.choices)
+    seconds = models.FloatField(
+        validators=[MinValueValidator(0.0)], help_text="seconds of video played (the page's measure)"
+    )
+    t = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["evaluator_id", "condition_id", "t"]
+
+
 class MediaDelivery(models.Model):
     """Bytes of a stimulus video the media view handed to an evaluator's browser: one row per response.
 

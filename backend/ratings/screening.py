@@ -46,6 +46,13 @@ class OutlierVotes(_Rule):
     z: float = Field(3.29, ge=1.0, le=6.0, description="leave out single votes at |z| >= this")
 
 
+class Playback(_Rule):
+    on: bool = False
+    max_share: float = Field(
+        1.15, ge=1.0, le=5.0, description="exclude an evaluator who played more than this share of the clips"
+    )
+
+
 class Screening(BaseModel):
     model_config = ConfigDict(extra="forbid")
     correlation: Correlation = Correlation()
@@ -54,6 +61,7 @@ class Screening(BaseModel):
     vote_variance: VoteVariance = VoteVariance()
     bt500: Bt500 = Bt500()
     outlier_votes: OutlierVotes = OutlierVotes()
+    playback: Playback = Playback()
 
 
 CLAUSES = {
@@ -63,6 +71,7 @@ CLAUSES = {
     "vote_variance": "ITU-T P.910 crowdsourcing: vote variance",
     "bt500": "ITU-R BT.500 A1-2.3.1 kurtosis-based rejection",
     "outlier_votes": "ITU-T P.910: optional removal of single outlier votes",
+    "playback": "ITU-T P.910 crowdsourcing: total playback (recorded campaigns)",
 }
 
 
@@ -107,5 +116,7 @@ def describe(settings: Screening) -> list[dict[str, str]]:
         out.append("BT.500 kurtosis-based rejection")
     if s.outlier_votes.on:
         out.append(f"single votes at |z| >= {s.outlier_votes.z:g} left out (cleansing, not exclusion)")
+    if s.playback.on:
+        out.append(f"videos played in all at most {s.playback.max_share:.0%} of their length")
     names = [k for k in CLAUSES if getattr(s, k).on]
     return [{"key": k, "rule": text, "clause": CLAUSES[k]} for k, text in zip(names, out, strict=True)]

@@ -19,11 +19,12 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
 from scipy import stats as sps
 
 from qoelab.subjective import report as subjective_report
 from qoelab.subjective import screening as subjective_screening
-from qoelab.subjective.votes import from_mapping
+from qoelab.subjective.votes import Votes, from_mapping
 from ratings.screening import Correlation, Screening
 
 CONFIDENCE = 0.95
@@ -136,6 +137,7 @@ def screen(
     min_correlation: float = MIN_CORRELATION,
     settings: Screening | None = None,
     trap: str = "a reference-vs-reference trap",
+    playback: Mapping[Hashable, Sequence[tuple[Hashable, float, float]]] | None = None,
 ) -> dict[Hashable, EvaluatorScreening]:
     """Apply the screening rules to every rater of ``matrix`` (and of ``gold``/``repeats``).
 
@@ -143,7 +145,8 @@ def screen(
     on gold traps; ``repeats``: {rater: [(unit, first score, repeated score)]}. ``settings``: a
     campaign's ``ratings.screening.Screening`` (which rules run, their bounds); None: the lab's
     original three rules at their default bounds, with ``min_correlation``; ``trap``: what a gold
-    item is, as the reason names it (DCR's reference against itself, ACR's reference alone).
+    item is, as the reason names it (DCR's reference against itself, ACR's reference alone);
+    ``playback``: {rater: [(unit, seconds played, seconds of clip)]} for the playback rule.
     """
     if settings is None:
         settings = Screening(correlation=Correlation(min_r=min_correlation))
@@ -160,6 +163,9 @@ def screen(
                 variance_out[rater] = float(mine.var(ddof=1))
     if votes is not None and settings.bt500.on:
         bt500_out = {order[i]: why for i, why in subjective_screening.bt500_rejected(votes).items()}
+    playback_out = (
+        playback_failures(playback, settings.playback.max_share) if playback and settings.playback.on else {}
+    )
     out: dict[Hashable, EvaluatorScreening] = {}
     for rater in raters:
         s = EvaluatorScreening(rater)
@@ -192,8 +198,29 @@ def screen(
             )
         if rater in bt500_out:
             s.reasons.append(bt500_out[rater])
+        if rater in playback_out:
+            s.reasons.append(playback_out[rater])
         out[rater] = s
     return out
+
+
+def playback_failures(
+    rows: Mapping[Hashable, Sequence[tuple[Hashable, float, float]]], max_share: float
+) -> dict[Hashable, str]:
+    """Raters whose clips were not played to the end, or played more than ``max_share`` of their
+    length in all: the subjective library's rule (``screening.playback_failures``) on
+    ``{rater: [(unit, seconds played, seconds of clip)]}``."""
+    raters = list(rows)
+    units = list(dict.fromkeys(u for r in raters for u, _, _ in rows[r]))
+    flat = [(i, units.index(u), p, c) for i, r in enumerate(raters) for u, p, c in rows[r]]
+    votes = Votes(
+        tuple(str(r) for r in raters), tuple(str(u) for u in units),
+        np.array([f[0] for f in flat], dtype=np.intp), np.array([f[1] for f in flat], dtype=np.intp),
+        np.zeros(len(flat)),
+        extra={"played_s": np.array([f[2] for f in flat], dtype=float),
+               "clip_s": np.array([f[3] for f in flat], dtype=float)},
+    )  # fmt: skip
+    return {raters[i]: why for i, why in subjective_screening.playback_failures(votes, max_share).items()}
 
 
 def without_outlier_votes(

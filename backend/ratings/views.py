@@ -96,6 +96,11 @@ class CampaignForm(forms.Form):
     screen_outlier_votes = forms.BooleanField(
         required=False, label="Cleansing: leave out single votes at |z| >= 3.29 (ITU-T P.910)"
     )
+    screen_playback = forms.BooleanField(
+        required=False,
+        label="Screening: exclude an evaluator who played the videos more than 115 % of their length in "
+        "all (ITU-T P.910; recorded campaigns)",
+    )
 
     def screening(self) -> dict[str, Any]:
         """The campaign's screening settings from the form (the API takes every bound)."""
@@ -108,6 +113,7 @@ class CampaignForm(forms.Form):
             "vote_variance": {"on": bool(d.get("screen_vote_variance"))},
             "bt500": {"on": bool(d.get("screen_bt500"))},
             "outlier_votes": {"on": bool(d.get("screen_outlier_votes"))},
+            "playback": {"on": bool(d.get("screen_playback"))},
         }
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:

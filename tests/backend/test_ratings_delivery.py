@@ -192,3 +192,53 @@ def test_concurrent_evaluators_submitting_three_times_at_once_store_each_rating_
     n_aspects = len(campaign.aspect_keys)
     for ev, _, _, cond in people:
         assert Rating.objects.filter(evaluator=ev, condition_id=cond).count() == n_aspects
+
+
+def test_the_playback_rule_excludes_an_evaluator_who_replayed_past_115_percent_of_the_clips(
+    alice: Any, videos: dict[str, Path], client: Any
+) -> None:
+    from ratings import analysis, campaigns
+    from ratings.demo import add_video_artifact, demo_sweep
+    from ratings.models import Playback
+
+    sweep = demo_sweep(alice, POINTS)
+    for trial in sweep.trials.all():
+        add_video_artifact(trial, videos["reference"], reference=True)
+        add_video_artifact(trial, videos["degraded"])
+    campaign = campaigns.open_campaign(
+        campaigns.create_campaign(
+            alice, name="played", sweep=sweep, seed=3, screening={"playback": {"on": True}}
+        )
+    )
+    replays = {}
+    for label, reference_plays in (("once", 1), ("thrice", 3)):
+        ev, raw, api, cond = start(campaign)
+        replays[label] = ev.label
+        # A played_s the page could not have measured is refused, naming the field and its bound.
+        r = api.post(
+            "/api/rate/screens/",
+            {"condition": cond, "stage": "reference", "index": 0, "played_s": -1},
+            format="json",
+        )
+        assert r.status_code == 400 and "played_s" in r.json()["errors"][0]["field"]
+        while cond is not None:
+            for stage, plays in (("reference", reference_plays), ("degraded", 1)):
+                fetch(api, f"/rate/{raw}/media/{cond}/{stage}/")
+                for _ in range(plays):  # each play to the end reports its seconds; replays add rows
+                    body = {"condition": cond, "stage": stage, "index": 0, "played_s": 2.0}
+                    assert api.post("/api/rate/screens/", body, format="json").status_code == 200
+            assert rate(api, campaign, cond).status_code == 201
+            cond = (api.get("/api/rate/state/").json()["condition"] or {}).get("id")
+    assert (
+        Playback.objects.filter(evaluator__label=replays["thrice"]).count() == 4 * campaign.conditions.count()
+    )
+    result = analysis.analyze(campaign)
+    reasons = {e["label"]: e["reasons"] for e in result["evaluators"]}
+    assert reasons[replays["once"]] == []
+    # Each case: 3 × 2 s of reference and 2 s of case against 4 s of video: 200 %.
+    assert reasons[replays["thrice"]] == ["played 200% of the clips' length (> 115%)"]
+    assert "playback" in [r["key"] for r in result["rule"]["active"]]
+    # Off (the default), the same plays exclude nobody.
+    campaign.screening = {}
+    campaign.save(update_fields=["screening"])
+    assert all(not e["reasons"] for e in analysis.analyze(campaign)["evaluators"])

@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from ratings import screening as screening_settings
 from ratings.choices import CampaignMode, RatingMethod, Stage
+from ratings.flow import MAX_PLAYED_S
 from ratings.models import Campaign, Condition, Evaluator
 
 
@@ -148,6 +149,13 @@ class ScreenSerializer(serializers.Serializer):
     stage = serializers.ChoiceField(choices=Stage.choices)
     index = serializers.IntegerField(min_value=0)
     client_t = serializers.FloatField(required=False, allow_null=True)
+    played_s = serializers.FloatField(
+        required=False,
+        allow_null=True,
+        min_value=0.0,
+        max_value=MAX_PLAYED_S,
+        help_text="recorded mode: seconds of this stage's video played since its play button was pressed",
+    )
 
 
 class SubmitSerializer(serializers.Serializer):

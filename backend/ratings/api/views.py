@@ -297,7 +297,9 @@ class ScreenView(EvaluatorAPIView):
         body.is_valid(raise_exception=True)
         d = body.validated_data
         try:
-            state = flow.record_screen(ev, d["condition"], d["stage"], d["index"], d.get("client_t"))
+            state = flow.record_screen(
+                ev, d["condition"], d["stage"], d["index"], d.get("client_t"), d.get("played_s")
+            )
         except flow.FlowError as exc:
             return self.flow_error(exc)
         return Response(state)

@@ -237,3 +237,47 @@ def test_the_researcher_sees_dmos_and_the_charts_after_a_rating(
     keyword, text = png[at + 4 : at + 4 + int.from_bytes(png[at - 4 : at], "big")].split(b"\0", 1)
     assert keyword == b"qoelab-spec" and json.loads(text)["caption"].startswith("Fig. 4.3")
     assert not page.qoelab_problems, page.qoelab_problems
+
+
+def test_an_acr_hr_evaluator_watches_each_case_alone_and_the_page_reports_what_it_played(
+    live_server: Any, chromium_page: Any, alice: Any, recorded_sweep: Any, save_screenshot: Any
+) -> None:
+    """ITU-T P.910's ACR with hidden reference in Chromium: one video per case, the quality scale,
+    the hidden reference among the cases; every play's seconds reach the server (issue 36)."""
+    from ratings import campaigns, invitations
+    from ratings.delivery import video_duration
+    from ratings.models import Evaluator, Playback, Rating
+
+    campaign = campaigns.open_campaign(
+        campaigns.create_campaign(alice, name="e2e acr-hr", sweep=recorded_sweep, seed=3, method="acr-hr")
+    )
+    ((_, token),) = invitations.invite(campaign, labels=["H1"])
+    page = chromium_page
+    page.goto(f"{live_server.url}/rate/{token}/")
+    page.get_by_text("how good its quality was").wait_for()
+    page.get_by_label("I have read this and agree to take part").check()
+    page.get_by_role("button", name="Start").click()
+    total = campaign.conditions.count()
+    for n in range(total):
+        page.locator("h1").filter(has_text=re.compile(r"(Practice|Case) \d+ of \d+")).wait_for()
+        assert page.get_by_role("button", name=re.compile("reference")).count() == 0
+        page.get_by_role("button", name="Play the case", exact=True).click()
+        page.locator("[data-seen='degraded']").filter(has_text="Watched").wait_for(timeout=15_000)
+        page.wait_for_function("() => !document.getElementById('rating-fields').disabled")
+        if n == 2:
+            save_screenshot(page, "rating/acr_case")
+        for aspect in ASPECTS:
+            page.get_by_role("radiogroup", name=aspect).get_by_role("radio", name="4 Good").check()
+        page.get_by_role("button", name="Save my answers and continue").click()
+    page.get_by_role("heading", name="Thank you!").wait_for()
+    ev = Evaluator.objects.get(campaign=campaign, label="H1")
+    assert Rating.objects.filter(evaluator=ev).count() == total * len(ASPECTS)
+    # The hidden reference was rated like any case, and each play reported about its video's length.
+    hidden = campaign.conditions.get(kind="hidden_ref")
+    assert Rating.objects.filter(evaluator=ev, condition=hidden).count() == len(ASPECTS)
+    plays = Playback.objects.filter(evaluator=ev)
+    assert plays.count() == total and {p.stage for p in plays} == {"degraded"}
+    for play in plays:
+        length = video_duration(play.condition.recording)
+        assert length is not None and abs(play.seconds - length) < 0.5, (play.seconds, length)
+    assert not [p for p in page.qoelab_problems if not re.search(r"favicon", p)], page.qoelab_problems

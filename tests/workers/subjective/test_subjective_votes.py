@@ -143,6 +143,23 @@ def test_acr_with_hidden_reference_scores_each_vote_against_the_same_raters_refe
         report.analyze(v, "mean", method="abx")
 
 
+def test_a_campaigns_votes_become_acr_hr_differential_scores_keyed_as_given() -> None:
+    # A campaign's {rater: {(condition, aspect): vote}}: the same rule as a file's reference column.
+    hr = {("c1", "clarity"): ("ref", "clarity"), ("c2", "clarity"): ("ref", "clarity")}
+    matrix = {
+        7: {("ref", "clarity"): 4, ("c1", "clarity"): 5, ("c2", "clarity"): 1},
+        8: {("ref", "clarity"): 5, ("c1", "clarity"): 3},
+        9: {("c1", "clarity"): 2},  # never rated the reference: left out, and said
+    }
+    scored, notes = votes.differential(matrix, hr, top=5)
+    assert scored == {7: {("c1", "clarity"): 6.0, ("c2", "clarity"): 2.0}, 8: {("c1", "clarity"): 3.0}}
+    assert notes == ["1 test vote(s) left out: the rater did not rate the hidden reference"]
+    # Nobody rated the reference: no score, one sentence, no exception.
+    assert votes.differential({9: {("c1", "clarity"): 2}}, hr) == (
+        {}, ["ACR-HR: no test vote has its rater's vote on the hidden reference"]
+    )  # fmt: skip
+
+
 def test_single_outlier_votes_are_dropped_only_when_asked() -> None:
     # 24 raters vote 4 or 5; one votes 1: z = 3.6 >= 3.29 (z of one vote among n is below (n-1)/sqrt(n)).
     rows = ["rater,stimulus,score"] + [f"r{i},x,{4 if i % 2 else 5}" for i in range(24)] + ["odd,x,1"]

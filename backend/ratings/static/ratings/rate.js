@@ -65,8 +65,10 @@
     }
   }
 
-  function reportScreen(stage, index) {
-    return call("POST", "screens/", { condition: conditionId, stage, index, client_t: performance.now() }).then(
+  function reportScreen(stage, index, playedS) {
+    const body = { condition: conditionId, stage, index, client_t: performance.now() };
+    if (playedS != null) body.played_s = Math.round(playedS * 1000) / 1000;
+    return call("POST", "screens/", body).then(
       (res) => {
         if (res.status === 200) applyState(res.data);
         else showError(res.data.detail || "Could not save your progress (HTTP " + res.status + "). Please reload.");
@@ -81,9 +83,15 @@
     const video = document.getElementById("video-" + stage);
     if (!video) return;
     let furthest = 0;
+    // Seconds of video played since the button was pressed (replays of a part add to it): the
+    // playback screening rule holds an evaluator's total against the clips' length.
+    let played = 0;
+    let last = 0;
     video.controls = false;
     video.addEventListener("timeupdate", () => {
       if (!video.seeking && video.currentTime > furthest) furthest = video.currentTime;
+      if (video.currentTime > last) played += video.currentTime - last;
+      last = video.currentTime;
     });
     // No skipping ahead, even through keyboard shortcuts or the context menu.
     video.addEventListener("seeking", () => {
@@ -92,7 +100,8 @@
     video.addEventListener("ended", () => {
       button.disabled = false;
       button.textContent = stage === "reference" ? "Play the reference again" : "Play the case again";
-      reportScreen(stage, 0);
+      if (video.currentTime > last) played += video.currentTime - last;
+      reportScreen(stage, 0, played);
     });
     video.addEventListener("error", () => {
       showError("The video could not be played. Please reload the page; if it persists, tell the researcher.");
@@ -100,15 +109,17 @@
     });
     button.addEventListener("click", () => {
       furthest = 0;
+      played = 0;
+      last = 0;
       video.currentTime = 0;
       button.disabled = true;
       // Both videos share one place on the page (rate.css shows the one named here); bring it into view.
       app.dataset.showing = stage;
       const stageBox = video.closest(".stage");
       if (stageBox) stageBox.scrollIntoView({ block: "nearest" });
-      const played = video.play();
-      if (played && played.catch) {
-        played.catch((e) => {
+      const playing = video.play();
+      if (playing && playing.catch) {
+        playing.catch((e) => {
           button.disabled = false;
           showError("The video could not start (" + e.message + "). Please press the button again.");
         });
