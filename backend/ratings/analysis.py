@@ -1,4 +1,5 @@
-"""Campaign results: progress, screening, DMOS with 95 % CIs, agreement, Table 4.2, Figs 4.3/4.4, CSV.
+"""Campaign results: progress, screening, scores (DCR mean, ACR MOS or ACR-HR DMOS) with 95 % CIs,
+agreement, Table 4.2, Figs 4.3/4.4, CSV.
 
 Reads the stored ratings; the statistics themselves are in ``ratings.stats``, the delivery checks
 behind the suspicious sessions in ``ratings.delivery``.
@@ -24,9 +25,6 @@ from ratings.campaigns import si_params, system_name
 from ratings.choices import QUANTITY, SCORE_MAX, SCORE_MIN, ConditionKind, Phase, RatingMethod
 from ratings.models import Campaign, Rating
 
-# What a campaign's score is, by method, said on every output: a DCR campaign's "DMOS" (the thesis'
-# word) is the mean of DCR impairment scores, not ITU-T P.910's ACR-HR DMOS (a differential score
-# against a hidden reference); an ACR campaign's is the MOS.
 # The gold item, as a screening reason names it.
 TRAP = {
     RatingMethod.DCR: "a reference-vs-reference trap",
@@ -41,6 +39,9 @@ MODEL_SCORE = {
 }
 # The short name of the score on the charts' y axis.
 Y_LABEL = {RatingMethod.DCR: "DMOS", RatingMethod.ACR: "MOS", RatingMethod.ACR_HR: "DMOS (ACR-HR)"}
+# What a campaign's score is, by method, said on every output beside its name (choices.QUANTITY): a
+# DCR campaign's "DMOS" (the thesis' word) is the mean of DCR impairment scores, not ITU-T P.910's
+# ACR-HR DMOS (a differential score against a hidden reference); an ACR campaign's is the MOS.
 SCALE_NOTE = {
     RatingMethod.DCR: "the mean of the DCR impairment scores (5 Imperceptible … 1 Very annoying)",
     RatingMethod.ACR: "the mean of the ACR quality scores (5 Excellent … 1 Bad)",

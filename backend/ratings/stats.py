@@ -1,15 +1,17 @@
-"""Statistics of a DCR campaign on plain data (no Django): DMOS with 95 % CI, Krippendorff's alpha, screening.
+"""Statistics of a campaign on plain data (no Django): scores with 95 % CI, Krippendorff's alpha, screening.
 
-- DMOS: for DCR the per-condition score is already an impairment judgement, so the DMOS of a
-  condition and aspect is the mean of its 1..5 scores (ITU-T P.910 DCR; thesis ch. 4 §4.5).
-  The 95 % confidence interval is mean ± t(0.975, n-1) · s / √n with s the sample standard
-  deviation; n = 1 has no interval.
+- Scores: for DCR the per-condition score is already an impairment judgement, so the DMOS of a
+  condition and aspect is the mean of its 1..5 scores (ITU-T P.910 DCR; thesis ch. 4 §4.5); ACR's
+  MOS and ACR-HR's DMOS are means too, of the votes or of their differential scores
+  (``analysis._scores``). The 95 % confidence interval is mean ± t(0.975, n-1) · s / √n with s the
+  sample standard deviation; n = 1 has no interval.
 - Agreement: Krippendorff's alpha (ordinal and interval) over the evaluators × (condition, aspect)
   matrix, missing answers allowed; computed, with the correlation rule, by ``qoelab.subjective``.
 - Screening (see docs/ratings.md): an evaluator is excluded when the Pearson correlation of their
   scores with the mean of the other evaluators over the same units is below 0.75 (the r1 criterion
   of the VQEG/ITU-T P.913 correlation-based subject screening), when they rate a gold trap (reference
-  against itself) 3 or lower, or when their answers to a repeated condition differ by more than 1.
+  against itself) 3 or lower, or when their answers to a repeated condition differ by more than 1;
+  the campaign's settings (``ratings.screening``) add P.910's and BT.500's further rules.
 """
 
 from __future__ import annotations
