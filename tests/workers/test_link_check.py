@@ -54,3 +54,34 @@ def test_a_link_check_trial_stores_configured_and_measured_values(tmp_path):
     assert result.provenance["tools"]["iperf3"].startswith("iperf 3")
     assert any(a.kind == "json" for a in ctx.artifacts)
     assert leftovers("qltlc001") == {"namespaces": [], "devices": [], "processes": []}
+
+
+@pytest.mark.netns
+def test_a_link_check_trial_over_a_library_trace_records_which_trace_it_replayed(tmp_path):
+    from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
+    from qoelab.emulation.system import has_net_admin
+    from qoelab.emulation.topology import userspace_available
+    from qoelab.emulation.traces import load, resolve
+
+    if not has_net_admin():
+        pytest.skip("needs root or CAP_NET_ADMIN to create network namespaces")
+    ok, reason = userspace_available()
+    if not ok:
+        pytest.skip(reason)
+    job = get("link_check")
+    # "auto" takes the userspace link for a trace (netem has no trace replay), wherever it runs.
+    raw = {"link_trace": "Verizon-LTE-short.down", "delay": "10ms", "duration": "2s"}
+    params = validate_params(job.params, raw)
+    ctx = TrialContext(trial_id="lc2", workdir=tmp_path, prefix="qltlc002", deadline=time.monotonic() + 120)
+    try:
+        result = job.run(params, ctx)
+    finally:
+        cleanup_leftovers("qltlc002")
+    trace = load(resolve("Verizon-LTE-short.down"))
+    assert result.link["backend"] == "userspace"
+    assert result.link["link"]["traces"]["down"] == {"name": trace.name, "sha256": trace.sha256}
+    assert result.link["configured"]["trace"] == trace.name and "configured_rate_bps" not in result.summary
+    # TCP over the trace gets what the trace offers at most; the loss probe is not judged on it.
+    assert 0 < result.summary["tcp_down_bps"] <= 1.1 * max(trace.series_bps(1000))
+    assert {c["name"] for c in result.link["checks"]} == {"rtt_ms"} and result.summary["checks_ok"] == 1.0
+    assert leftovers("qltlc002") == {"namespaces": [], "devices": [], "processes": []}

@@ -34,6 +34,12 @@
 #define DEFAULT_MAX_INFLIGHT 131072
 #define SPIN_WINDOW_NS (20 * 1000 * 1000LL)
 #define DSCP_EF 46
+/* trace=PATH (linkemu_trace.c): bytes of one delivery opportunity (Mahimahi's 1504 counts its
+ * TUN packet-information header; these TUN devices carry none, so an MTU-sized IP packet), and
+ * the bounds of a trace file (docs/emulation.md). */
+#define TRACE_OPP_BYTES 1500
+#define TRACE_MAX_LINES 20000000
+#define TRACE_MAX_MS 86400000LL
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "packet records are written in host order, which must be little-endian"
@@ -104,7 +110,15 @@ typedef struct {
 	long limit_pkts;  /* 0 = none */
 	long limit_bytes; /* 0 = none */
 	int prio;         /* two-class strict-priority queue instead of the virtual FIFO */
+	/* trace=PATH: delivery opportunities at these ms times (non-decreasing), looping at the last,
+	 * instead of rate_bps (linkemu_trace.c) */
+	int64_t *trace_ms;
+	uint32_t trace_n;
+	int64_t trace_period_ms;
 } dir_cfg_t;
+
+/* Whether a direction has a rate stage (and so a queue): a constant rate or a trace. */
+static inline int has_rate_stage(const dir_cfg_t *c) { return c->rate_bps > 0 || c->trace_n > 0; }
 
 /* One packet record, written as is (little-endian, 48 bytes; records.py mirrors it).  The
  * explicit padding keeps the layout independent of the compiler. */
@@ -172,6 +186,10 @@ typedef struct {
 	uint32_t txq_head, txq_n;
 	uint64_t txq_bytes;
 	int64_t last_tx_end;
+	/* trace: the next opportunity (absolute index across loops), the bytes it has left, time 0 */
+	uint64_t tr_k;
+	uint32_t tr_left;
+	int64_t tr_t0;
 	/* prio=1: the real queue.  wait_* cover both rings, svc_len the packet being serialised
 	 * until busy_until (counted in the limit until then). */
 	ring_t ring[2]; /* indexed by CLS_HIGH / CLS_LOW */
@@ -245,5 +263,12 @@ int64_t prio_next_start(dir_t *d);
 void prio_service(dir_t *d, int64_t now);
 void read_side(dir_t *d);
 void send_due(dir_t *d, int64_t t);
+
+/* ------------------------------------------------------------------------- */
+/* linkemu_trace.c                                                            */
+
+int trace_load(dir_cfg_t *c, const char *path, char *err, size_t errlen);
+void trace_start(dir_t *d, int64_t t0);
+int64_t trace_tx_end(dir_t *d, int64_t start, uint32_t len);
 
 #endif

@@ -349,7 +349,7 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 	rec_t r;
 	if (d->rec) {
 		parse_packet(slot_ptr(d, slot), len, t, &r);
-		r.backlog_bytes = c->rate_bps > 0 ? clamp_u32(fifo_backlog(d, t)) : 0;
+		r.backlog_bytes = has_rate_stage(c) ? clamp_u32(fifo_backlog(d, t)) : 0;
 		d->rx_cls[r.cls]++;
 	}
 	d->rx_pkts++;
@@ -366,7 +366,7 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 	}
 
 	int64_t tx_end = t;
-	if (c->rate_bps > 0) {
+	if (has_rate_stage(c)) {
 		/* Retire transmissions that have finished: what remains is the queue. */
 		while (d->txq_n > 0 && d->txq[d->txq_head].tx_end <= t) {
 			d->txq_bytes -= d->txq[d->txq_head].len;
@@ -386,7 +386,8 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 		int64_t start = t > d->last_tx_end ? t : d->last_tx_end;
 		if (d->rec)
 			r.start_ns = start;
-		tx_end = start + (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps);
+		tx_end = c->trace_n ? trace_tx_end(d, start, len)
+				    : start + (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps);
 		d->last_tx_end = tx_end;
 		uint32_t tail = (d->txq_head + d->txq_n) % d->max_slots;
 		d->txq[tail].tx_end = tx_end;
@@ -409,7 +410,7 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 	pkt_t p = {.depart = depart, .seq = d->seq++, .slot = slot, .len = len};
 	heap_push(d, p);
 	if (d->rec) {
-		if (c->rate_bps <= 0)
+		if (!has_rate_stage(c))
 			r.start_ns = t;
 		r.depart_ns = depart;
 		r.fate = FATE_FORWARDED;
@@ -426,7 +427,7 @@ static void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t
 	if (d->cfg.prio) {
 		int busy = d->busy_until > t;
 		r.backlog_bytes = clamp_u32(d->wait_bytes + (busy ? d->svc_len : 0));
-	} else if (d->cfg.rate_bps > 0) {
+	} else if (has_rate_stage(&d->cfg)) {
 		r.backlog_bytes = clamp_u32(fifo_backlog(d, t));
 	}
 	d->rx_cls[r.cls]++;

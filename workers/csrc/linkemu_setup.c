@@ -70,13 +70,14 @@ static void print_dir(FILE *f, dir_t *d)
 		",\"waiting_high\":%u,\"waiting_low\":%u"
 		",\"rx_high_packets\":%" PRIu64 ",\"rx_low_packets\":%" PRIu64
 		",\"tx_high_packets\":%" PRIu64 ",\"tx_low_packets\":%" PRIu64
-		",\"records\":%" PRIu64 ",\"record_errors\":%" PRIu64 "}",
+		",\"records\":%" PRIu64 ",\"record_errors\":%" PRIu64
+		",\"trace_t0_ns\":%lld,\"trace_opportunities\":%" PRIu64 "}",
 		d->name, d->rx_pkts, d->rx_bytes, d->tx_pkts, d->tx_bytes, d->loss_drops, d->queue_drops,
 		d->overflow_drops, d->oversize_drops, d->tx_errors, d->heap_n, d->max_backlog_pkts,
 		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
 		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
 		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
-		d->records, rec_errors);
+		d->records, rec_errors, (long long)(d->cfg.trace_n ? d->tr_t0 : 0), d->cfg.trace_n ? d->tr_k : 0);
 }
 
 void print_stats(dir_t *up, dir_t *down, const char *event)
@@ -189,6 +190,7 @@ static void usage(void)
 	      "  reorder=0|1  loss=PERCENT  ge=P:R:H:K (percent, as netem `loss gemodel p r 1-h 1-k`)\n"
 	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n"
 	      "  prio=0|1 (1: two strict-priority classes, DSCP EF first, sharing the limit; needs rate)\n"
+	      "  trace=PATH (Mahimahi trace: a 1500-byte opportunity per ms line, looping; not with rate)\n"
 	      "--records-up PATH, --records-down PATH: one 48-byte record per packet of that direction\n",
 	      stderr);
 	exit(EXIT_USAGE);
@@ -285,9 +287,14 @@ int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t er
 			NUM(k, v, 0, 1e11, c->limit_bytes);
 		else if (!strcmp(k, "prio"))
 			NUM(k, v, 0, 1, c->prio);
-		else
+		else if (!strcmp(k, "trace")) {
+			if (trace_load(c, v, err, errlen))
+				return -1;
+		} else
 			FAIL("--%s: unknown key '%s'", which, k);
 	}
+	if (c->trace_n && c->rate_bps > 0)
+		FAIL("--%s: give rate or trace, not both (a trace is the link's rate)", which);
 	if (c->prio && c->rate_bps <= 0)
 		FAIL("--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
 	return 0;
@@ -371,7 +378,7 @@ FILE *open_records(const char *path)
 /* A rate queue without a limit gets netem's 1000 packets; no queue outgrows the slot pool. */
 static void default_limits(dir_cfg_t *c, uint32_t max_slots)
 {
-	if (c->rate_bps > 0 && c->limit_pkts == 0 && c->limit_bytes == 0)
+	if (has_rate_stage(c) && c->limit_pkts == 0 && c->limit_bytes == 0)
 		c->limit_pkts = DEFAULT_LIMIT_PKTS;
 	if (c->limit_pkts > (long)max_slots)
 		c->limit_pkts = max_slots;
@@ -395,6 +402,8 @@ void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 	}
 	rng_seed(&d->rng, seed);
 	default_limits(&d->cfg, max_slots);
+	if (d->cfg.trace_n)
+		trace_start(d, now_ns()); /* the trace's time 0: the devices exist from here on */
 }
 
 /* JSON string body: quotes, backslashes and control characters escaped (errors echo input). */
@@ -434,13 +443,24 @@ void control_line(dir_t *up, dir_t *down, char *line)
 			if (c.prio != d->cfg.prio)
 				snprintf(err, sizeof err, "--%s: prio cannot change while running (%d -> %d)",
 					 which, d->cfg.prio, c.prio);
+			else if ((c.trace_n || d->cfg.trace_n) &&
+				 (c.trace_n != d->cfg.trace_n || c.trace_period_ms != d->cfg.trace_period_ms ||
+				  memcmp(c.trace_ms, d->cfg.trace_ms, c.trace_n * sizeof *c.trace_ms)))
+				snprintf(err, sizeof err, "--%s: the trace cannot change while running", which);
 			else {
+				if (c.trace_n) { /* the same trace: keep the running one and its position */
+					free(c.trace_ms);
+					c.trace_ms = d->cfg.trace_ms;
+				}
 				default_limits(&c, d->max_slots);
 				if (c.ge != d->cfg.ge || c.ge_p != d->cfg.ge_p || c.ge_r != d->cfg.ge_r)
 					d->ge_bad = 0;
 				d->cfg = c;
+				c.trace_ms = NULL;
 			}
 		}
+		if (c.trace_ms && c.trace_ms != d->cfg.trace_ms)
+			free(c.trace_ms);
 	}
 	printf("{\"event\": \"set\", \"dir\": \"%s\", \"ok\": %s, \"t_ns\": %lld", which,
 	       err[0] ? "false" : "true", (long long)now_ns());

@@ -187,3 +187,32 @@ def test_the_loss_band_is_the_probe_interval_widened_a_little() -> None:
     assert not _loss_ok({"ci95_pct": list(binomial_ci(149, 2800))}, 0.5)  # 5.3 %: what CI saw once
     lo, hi = probe["ci95_pct"]
     assert _loss_ok(probe, hi + 0.2 * (hi - lo)) and not _loss_ok(probe, hi + 0.3 * (hi - lo) + 0.05)
+
+
+def test_link_check_with_a_trace_measures_what_the_trace_offers_and_fails_when_it_cannot(
+    userspace_ok, prefix, tmp_path
+):
+    # Steps of 2, 6 and 4 Mbit/s, 1 s each (a loop of 3 s), and 20 ms each way.
+    trace = tmp_path / "steps.trace"
+    made = run_cli(
+        "trace", "make", "steps", "--rates", "2mbit,6mbit,4mbit", "--step", "1s", "--out", str(trace)
+    )
+    assert made.returncode == 0, made.stderr
+    out = run_cli("check", "--trace", str(trace), "--delay", "20ms", "--duration", "4", "--json",
+                  "--prefix", prefix)  # fmt: skip
+    assert out.returncode == 0, out.stderr + out.stdout[-2000:]
+    checked = json.loads(out.stdout)["trace_check"]
+    for name in ("down", "up"):
+        d = checked[name]
+        assert d["trace"] == "steps.trace" and d["ok"], d
+        assert abs(d["delivered_ratio"] - 1) <= 0.02 and d["series_corr"] >= 0.98, d
+    assert json.loads(out.stdout)["configured"]["trace_sha256"] == checked["down"]["sha256"]
+    assert nothing_left(prefix)
+    # With a one-packet queue, the LTE trace's bursts (several opportunities in one millisecond)
+    # find one packet waiting: opportunities go unused, and the check says so (exit 1).
+    out = run_cli("check", "--trace", "Verizon-LTE-short.down", "--limit", "1pkt", "--duration", "4",
+                  "--json", "--prefix", prefix)  # fmt: skip
+    assert out.returncode == 1, out.stderr
+    down = json.loads(out.stdout)["trace_check"]["down"]
+    assert not down["ok"] and down["delivered_ratio"] < 0.98, down
+    assert nothing_left(prefix)

@@ -109,3 +109,45 @@ def test_the_shared_pydantic_fields_validate_like_the_profile():
 def test_the_shared_fields_reject_unknown_parameters():
     with pytest.raises(ParamsInvalid, match="not a parameter"):
         validate_params(LinkParams, {"bandwidth": "10mbit"})
+
+
+def test_a_trace_replaces_the_rate_per_direction_and_its_provenance_travels_with_the_profile():
+    p = LinkProfile.parse(trace="Verizon-LTE-short.down", up_trace="Verizon-LTE-short.up", delay="20ms")
+    assert p.down.rate_bps is None and p.down.trace.endswith("trace_library/Verizon-LTE-short.down")
+    assert p.up.trace.endswith("Verizon-LTE-short.up") and p.needs_userspace.startswith("a trace link")
+    assert LinkProfile.from_json(p.to_json()) == p
+    facts = p.summary()
+    assert facts["trace"] == "Verizon-LTE-short.down" and len(facts["trace_sha256"]) == 64
+    assert facts["up_trace"] == "Verizon-LTE-short.up" and facts["trace_period_s"] > 0
+    # The plain trace sets both directions; up_rate replaces it upstream (the up_* override rule).
+    mixed = LinkProfile.parse(trace="Verizon-LTE-short.down", up_rate="1mbit")
+    assert mixed.up.trace is None and mixed.up.rate_bps == 1e6 and "up_trace" not in mixed.summary()
+    assert "trace Verizon-LTE-short.down (mean" in mixed.down.describe()
+    assert LinkProfile.parse(rate="1mbit").needs_userspace == ""
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field", "words"),
+    [
+        ({"rate": "1mbit", "trace": "Verizon-LTE-short.down"}, "trace", "not both"),
+        ({"trace": "no-such.down"}, "trace", "no such trace in the library"),
+        ({"up_trace": "no-such.up"}, "up_trace", "no such trace"),
+    ],
+)
+def test_a_bad_trace_is_refused_naming_the_field(kwargs, field, words):
+    with pytest.raises(ParameterError) as err:
+        LinkProfile.parse(**kwargs)
+    assert err.value.field == field and words in err.value.message
+
+
+def test_a_sweep_names_traces_from_the_library_only(tmp_path):
+    # A file path would let a sweep read a worker's files (and see their first line in the error).
+    own = tmp_path / "own.down"
+    own.write_text("1\n2\n")
+    with pytest.raises(ParamsInvalid) as err:
+        validate_params(LinkParams, {"link_trace": str(own)})
+    assert "no such trace in the lab's library" in str(err.value)
+    params = validate_params(LinkParams, {"link_trace": "TMobile-UMTS-driving.down"})
+    assert params.to_profile().down.trace.endswith("trace_library/TMobile-UMTS-driving.down")
+    # The command line may replay any file (LinkProfile.parse takes a path).
+    assert LinkProfile.parse(trace=str(own)).down.trace == str(own)

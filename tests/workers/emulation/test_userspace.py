@@ -357,3 +357,72 @@ def test_it_logs_the_command_and_the_final_counters(tmp_path: Path) -> None:
         ping_rtts_ms(pair, 3, interval=0.01)
     text = log.read_text()
     assert "--client-ns " + pair.cns in text and '"event":"final"' in text
+
+
+# --- trace links (issue 37) ----------------------------------------------------------------------
+
+
+def arrival_times(pair: Pair, count: int, size: int, settle_s: float) -> list[float]:
+    """Send ``count`` UDP datagrams of ``size`` IP bytes client -> server at once (the queue holds
+    them all); return the receiver's arrival times (monotonic seconds)."""
+    tx, rx = udp_pair(pair)
+    pad = b"\0" * (size - 28)  # IP (20) + UDP (8) headers
+    times: list[float] = []
+    with tx, rx:
+        for _ in range(count):
+            tx.send(pad)
+        rx.settimeout(settle_s)
+        with contextlib.suppress(TimeoutError):
+            while len(times) < count:
+                rx.recv(65536)
+                times.append(time.monotonic())
+    return times
+
+
+def write_trace(path: Path, lines: list[int]) -> str:
+    path.write_text("".join(f"{t}\n" for t in lines))
+    return str(path)
+
+
+def test_a_trace_link_serves_one_1500_byte_packet_per_opportunity(tmp_path: Path) -> None:
+    # One opportunity every millisecond (12 Mbit/s): 1500 full-size packets leave 1 ms apart.
+    trace = write_trace(tmp_path / "every-ms", list(range(1, 1001)))
+    prof = Prof(up=Dir(trace=trace, limit_pkts=5000))
+    with Pair(prof) as pair:
+        times = arrival_times(pair, 1500, 1500, settle_s=3.0)
+        stats = pair.link.stats()["up"]
+    assert len(times) == 1500 and stats["dropped_queue"] == 0
+    spread = times[-1] - times[0]
+    assert 1.40 <= spread <= 1.60, f"1500 packets over a 1-per-ms trace took {spread:.3f} s, not 1.499"
+
+
+def test_small_packets_share_an_opportunity_and_a_gap_in_the_trace_is_an_outage(tmp_path: Path) -> None:
+    # 500 ms of one opportunity per ms, then 500 ms of none, in a loop (period 1 s).
+    trace = write_trace(tmp_path / "onoff", list(range(1, 501)) + [1000])
+    with Pair(Prof(up=Dir(trace=trace, limit_pkts=5000))) as pair:
+        # Three 500-byte packets fit in one 1500-byte opportunity: 1500 of them need 500 of them,
+        # one "on" half-second at most, or parts of two with the outage between.
+        small = arrival_times(pair, 1500, 500, settle_s=3.0)
+    spread = small[-1] - small[0]
+    assert len(small) == 1500
+    assert spread <= 1.1, f"1500 small packets took {spread:.3f} s over 500 opportunities per second"
+    # The largest gap between arrivals is the outage (up to 0.5 s), never more.
+    gaps = [b - a for a, b in itertools.pairwise(small)]
+    assert max(gaps) <= 0.55, f"a gap of {max(gaps):.3f} s is longer than the trace's outage"
+
+
+def test_linkemu_refuses_a_bad_trace_naming_the_line_and_a_trace_beside_a_rate(tmp_path: Path) -> None:
+    bad = write_trace(tmp_path / "bad", [1, 5, 3])
+    base = [str(userspace.binary_path()), "--client-ns", "x", "--server-ns", "y", "--client-if", "a",
+            "--server-if", "b"]  # fmt: skip
+    res = subprocess.run([*base, "--up", f"trace={bad}"], capture_output=True, text=True, timeout=10)
+    assert res.returncode == userspace.EXIT_USAGE
+    assert "line 3: 3 is before the line above (5)" in res.stderr
+    good = write_trace(tmp_path / "good", [1, 2])
+    res = subprocess.run(
+        [*base, "--up", f"rate=1e6,trace={good}"], capture_output=True, text=True, timeout=10
+    )
+    assert res.returncode == userspace.EXIT_USAGE and "give rate or trace, not both" in res.stderr
+    # The profile refuses the pair first, naming the field (before linkemu is ever started).
+    with pytest.raises(ParameterError, match="trace: give a rate or a trace"):
+        LinkProfile.parse(rate="1mbit", trace=good)

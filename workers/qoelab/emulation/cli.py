@@ -33,11 +33,19 @@ def register(subparsers: Any) -> None:
     check.add_argument("--up-rate", help="client -> server rate if it differs")
     check.add_argument("--up-delay", help="client -> server delay if it differs")
     check.add_argument("--up-loss", help="client -> server loss if it differs")
+    check.add_argument(
+        "--trace",
+        help="a Mahimahi trace (library name or file) as the down capacity "
+        "instead of --rate; the check then measures the trace (docs/emulation.md)",
+    )
+    check.add_argument("--up-trace", help="the client -> server direction's trace")
     check.add_argument("--mtu", type=int, default=1500)
     check.add_argument("--seed", type=int, default=1)
     add_tcp_arguments(check)
     check.add_argument("--backend", choices=("auto", "netem", "userspace"), default="auto")
-    check.add_argument("--duration", type=float, default=5.0, help="seconds per TCP test (default 5)")
+    check.add_argument("--duration", type=float, default=None,
+                       help="seconds per TCP test (default 5); with a trace, of the trace check "
+                       "(default one period, at most 120)")  # fmt: skip
     check.add_argument("--prefix", help="name prefix for namespaces (default: ql + 6 random chars)")
     check.add_argument("--json", action="store_true", help="print the verification as JSON")
     check.set_defaults(func=cmd_check)
@@ -182,19 +190,20 @@ def cmd_check(args: argparse.Namespace) -> int:
             up_rate=args.up_rate,
             up_delay=args.up_delay,
             up_loss=args.up_loss,
+            trace=args.trace,
+            up_trace=args.up_trace,
             mtu=args.mtu,
             seed=args.seed,
             tcp=tcp_from_args(args),
         )
-        if not 1 <= args.duration <= 600:
+        if args.duration is not None and not 1 <= args.duration <= 600:
             print(f"error: duration: must be between 1 and 600 s, got {args.duration:g}", file=sys.stderr)
             return 2
         from qoelab.emulation.topology import emulated_link
-        from qoelab.emulation.verify import verify_link
 
         _sigterm_to_exit()
         with emulated_link(profile, prefix=args.prefix, backend=args.backend) as link:
-            result = verify_link(link, duration_s=args.duration)
+            result = _measure(link, args.duration, traced=bool(args.trace or args.up_trace))
             result["emulator_stats"] = None
         result["emulator_stats"] = link.emulator_stats or None
     except QoelabError as err:
@@ -213,6 +222,20 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0 if result["ok"] else 1
 
 
+def _measure(link: Any, duration_s: float | None, traced: bool) -> dict[str, Any]:
+    """The standard verification, or for a trace link the trace check (what a trace link's rate
+    means is the trace: TCP and paced probes over it measure TCP, not the emulator)."""
+    if not traced:
+        from qoelab.emulation.verify import verify_link
+
+        return verify_link(link, duration_s=duration_s or 5.0)
+    from qoelab.emulation.trace_check import check_traces
+
+    checked = check_traces(link, duration_s)
+    return {"backend": link.backend, "link": link.describe(), "configured": link.profile.summary(),
+            "trace_check": checked, "ok": checked["ok"]}  # fmt: skip
+
+
 def _fmt_rate(v: float | None) -> str:
     return "-" if v is None else f"{v / 1e6:.3f} Mbit/s"
 
@@ -225,10 +248,33 @@ def _fmt_pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f} %"
 
 
+def print_trace_table(result: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    checked = result["trace_check"]
+    table = Table(title=f"trace check: {result['backend']} backend ({result['link']['prefix']})")
+    for col in ("direction", "trace", "window", "expected", "delivered", "ratio", "series r", "ok"):
+        table.add_column(col, justify="left" if col in ("direction", "trace") else "right")
+    for name in ("down", "up"):
+        d = checked.get(name)
+        if d:
+            table.add_row(
+                name, d["trace"], f"{d['window_s']:g} s", _fmt_rate(d["expected_bps"]),
+                _fmt_rate(d["delivered_bps"]), f"{d['delivered_ratio']:.4f}" if d["delivered_ratio"] else "-",
+                f"{d['series_corr']:.4f}" if d["series_corr"] is not None else "-",
+                "[green]yes[/]" if d["ok"] else "[red]NO[/]",
+            )  # fmt: skip
+    Console().print(table)
+
+
 def print_table(result: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    if "trace_check" in result:
+        print_trace_table(result)
+        return
     conf, meas, exp = result["configured"], result["measured"], result["expected"]
     table = Table(title=f"link check: {result['backend']} backend ({result['link']['prefix']})")
     table.add_column("quantity")

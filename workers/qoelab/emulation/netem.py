@@ -134,7 +134,12 @@ def netem_limit_pkts(d: Direction) -> int:
 
 
 def refuse_prio(d: Direction) -> None:
-    """The kernel backends build one drop-tail queue; refuse a profile that asks for two classes."""
+    """The kernel backends build one drop-tail queue with a constant rate; refuse a profile that asks
+    for two classes or for a trace."""
+    if getattr(d, "trace", None) is not None:
+        raise ParameterError(
+            "trace", "needs the userspace backend: the kernel's netem and tbf have no trace replay"
+        )
     if d.queue != "fifo":
         raise ParameterError(
             "queue",

@@ -18,6 +18,8 @@ so their semantics are fixed here and in ``docs/emulation.md``:
 * ``queue``: ``'fifo'`` (one drop-tail queue) or ``'prio'`` (userspace backend only, needs a rate):
   two strict-priority classes sharing that one limit; DSCP EF packets are served first and push
   low-class packets out of a full buffer (``docs/emulation.md``, "Two-class priority queue").
+* ``trace``: instead of a rate, the path of a Mahimahi-format trace (``qoelab.emulation.traces``)
+  whose delivery opportunities the userspace backend replays in a loop ("Trace links").
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from qoelab import params
+from qoelab.emulation import traces
 from qoelab.emulation.tcp import (
     BUFFER_MAX,
     BUFFER_MIN,
@@ -78,6 +81,7 @@ class Direction:
     limit_pkts: int | None = None
     limit_bytes: int | None = None
     queue: str = "fifo"
+    trace: str | None = None
 
     def validate(self, prefix: str = "") -> Direction:
         """Raise ParameterError naming the field (``prefix`` + name) and the bound; return self."""
@@ -131,7 +135,24 @@ class Direction:
             raise ParameterError(
                 p + "queue", "prio needs a rate: the priority queue is the one in front of the rate limiter"
             )
+        if self.trace is not None:
+            if self.rate_bps is not None:
+                raise ParameterError(
+                    p + "trace", "give a rate or a trace for this direction, not both (the trace is its rate)"
+                )
+            if "," in self.trace:
+                raise ParameterError(p + "trace", f"its path must not contain a comma: {self.trace!r}")
+            try:
+                traces.load_cached(self.trace)
+            except traces.TraceError as err:
+                raise ParameterError(p + "trace", str(err)) from None
         return self
+
+    def capacity_bps(self) -> float | None:
+        """What the bottleneck offers on average: the rate, or the trace's mean (None: unshaped)."""
+        if self.trace is not None:
+            return traces.load_cached(self.trace).mean_bps
+        return self.rate_bps
 
     def queue_limit_bytes(self, mtu: int) -> int:
         """The queue limit in bytes both backends use (packets count as full-size packets)."""
@@ -150,7 +171,11 @@ class Direction:
         return 100 * (pi_bad * bad_loss + (1 - pi_bad) * good_loss)
 
     def describe(self) -> str:
-        parts = [format_rate(self.rate_bps) if self.rate_bps else "unshaped"]
+        if self.trace is not None:
+            shown = f"trace {traces.load_cached(self.trace).name} (mean {format_rate(self.capacity_bps())})"
+        else:
+            shown = format_rate(self.rate_bps) if self.rate_bps else "unshaped"
+        parts = [shown]
         parts.append(f"delay {format_duration(self.delay_s)}")
         if self.jitter_s:
             parts.append(f"jitter {format_duration(self.jitter_s)} {self.jitter_dist}")
@@ -193,6 +218,24 @@ class LinkProfile:
     def symmetric(self) -> bool:
         return self.up == self.down
 
+    def trace_provenance(self) -> dict[str, dict[str, Any]]:
+        """Per traced direction, the trace's name and checksum (empty: no trace)."""
+        return {
+            name: {"name": (t := traces.load_cached(d.trace)).name, "sha256": t.sha256}
+            for name, d in (("down", self.down), ("up", self.up))
+            if d.trace is not None
+        }
+
+    @property
+    def needs_userspace(self) -> str:
+        """Why only the userspace backend can carry this link ("" when any backend can)."""
+        for d in (self.down, self.up):
+            if d.trace is not None:
+                return "a trace link (the kernel's netem and tbf have no trace replay)"
+            if d.queue != "fifo":
+                return f"the {d.queue} queue (the kernel backend has one drop-tail queue)"
+        return ""
+
     def unimpaired(self) -> LinkProfile:
         """The same link with the emulator out of the way: no delay, jitter, loss or rate limit
         (a ``prio`` direction keeps its rate and limit: its queue feeds the rate stage)."""
@@ -218,6 +261,8 @@ class LinkProfile:
         gemodel: object = None,
         limit: object = None,
         queue: str = "fifo",
+        trace: object = None,
+        up_trace: object = None,
         up_rate: object = None,
         up_delay: object = None,
         up_jitter: object = None,
@@ -230,8 +275,9 @@ class LinkProfile:
     ) -> LinkProfile:
         """Build a validated profile from human strings (``'10mbit'``, ``'25ms'``, ``'0.5%'``).
 
-        The plain fields set both directions (``queue`` too); ``up_*`` override the client -> server
-        direction.
+        The plain fields set both directions (``queue`` and ``trace`` too); ``up_*`` override the
+        client -> server direction (``up_rate`` replaces the trace there, ``up_trace`` the rate).
+        ``trace``: a name from the lab's trace library or a file's path.
         """
         down = Direction(
             rate_bps=None if rate in (None, "") else parse_rate(rate, "rate"),
@@ -243,11 +289,14 @@ class LinkProfile:
             gemodel=parse_gemodel(gemodel, "gemodel"),
             **parse_limit(limit, "limit"),
             queue=str(queue),
+            trace=_trace_path(trace, "trace"),
         )
         down.validate("")
         up = down
         if up_rate not in (None, ""):
-            up = replace(up, rate_bps=parse_rate(up_rate, "up_rate"))
+            up = replace(up, rate_bps=parse_rate(up_rate, "up_rate"), trace=None)
+        if up_trace not in (None, ""):
+            up = replace(up, trace=_trace_path(up_trace, "up_trace"), rate_bps=None)
         if up_delay not in (None, ""):
             up = replace(up, delay_s=parse_duration(up_delay, "up_delay"))
         if up_jitter not in (None, ""):
@@ -305,7 +354,30 @@ class LinkProfile:
             "up_loss_pct": self.up.mean_loss_pct(),
             "mtu": self.mtu,
             "tcp_cc": self.tcp.cc,
+            # A traced direction (no rate): which trace, by name and checksum, and what it offers.
+            **{
+                f"{key}{field}": value
+                for key, d in (("trace", self.down), ("up_trace", self.up))
+                if d.trace is not None
+                for field, value in _trace_facts(d.trace).items()
+            },
         }
+
+
+def _trace_facts(path: str) -> dict[str, Any]:
+    """Provenance of a trace: ``trace`` (its name), ``_sha256``, ``_mean_bps`` and ``_period_s``."""
+    t = traces.load_cached(path)
+    return {"": t.name, "_sha256": t.sha256, "_mean_bps": t.mean_bps, "_period_s": t.period_ms / 1000}
+
+
+def _trace_path(value: object, field: str) -> str | None:
+    """A trace's library name or path -> the file's absolute path (ParameterError naming ``field``)."""
+    if value in (None, ""):
+        return None
+    try:
+        return traces.resolve(str(value))
+    except traces.TraceError as err:
+        raise ParameterError(field, str(err)) from None
 
 
 def _check_number(field: str, value: float) -> None:
@@ -396,6 +468,14 @@ class LinkParams(BaseModel):
     up_delay: params.Duration(0.0, DELAY_MAX_S) | None = None  # type: ignore[valid-type]
     up_jitter: params.Duration(0.0, JITTER_MAX_S) | None = None  # type: ignore[valid-type]
     up_loss: params.Percent() | None = None  # type: ignore[valid-type]
+    # Not "trace": thinclient_tcp's ``trace`` is the captured traffic it replays, and a name keeps
+    # one meaning across job types (tests/workers/test_link_field_meanings.py).
+    link_trace: str | None = Field(
+        default=None,
+        description="a Mahimahi trace replayed as both directions' capacity instead of a rate: a name "
+        "from the lab's trace library (qoelab link trace info)",
+    )
+    up_link_trace: str | None = Field(default=None, description="the client -> server direction's trace")
     mtu: int = Field(default=1500, ge=MTU_MIN, le=MTU_MAX)
     # TCP in both namespaces (qoelab.emulation.tcp). A worker offers an algorithm when its kernel
     # does (capability tcp_cc.<name>), so the pattern only keeps the name a name.
@@ -432,6 +512,19 @@ class LinkParams(BaseModel):
             raise ValueError(err.message) from None
         return value
 
+    @field_validator("link_trace", "up_link_trace")
+    @classmethod
+    def _trace_loads(cls, value: str | None, info: Any) -> str | None:
+        """A trace is read and checked at submit: a bad line is refused here, naming it. Only the
+        library's names: a path would let a sweep read (and echo in errors) any file of a worker."""
+        if value in (None, ""):
+            return None
+        try:
+            traces.load_cached(traces.resolve(value, library_only=True))
+        except traces.TraceError as err:
+            raise ValueError(str(err)) from None
+        return value
+
     @field_validator("tcp_cc")
     @classmethod
     def _cc_is_a_name(cls, value: str) -> str:
@@ -458,6 +551,8 @@ class LinkParams(BaseModel):
             reorder=self.reorder,
             gemodel=self.gemodel,
             limit=self.limit,
+            trace=self.link_trace,
+            up_trace=self.up_link_trace,
             up_rate=self.up_rate,
             up_delay=self.up_delay,
             up_jitter=self.up_jitter,

@@ -248,7 +248,7 @@ def auto_buffer_ceiling(profile: LinkProfile) -> int:
     host is what the testbeds of the papers were).
     """
     rtt = profile.up.delay_s + profile.down.delay_s + profile.up.jitter_s + profile.down.jitter_s
-    rate = max(d.rate_bps or UNSHAPED_RATE_BPS for d in (profile.up, profile.down))
+    rate = max(d.capacity_bps() or UNSHAPED_RATE_BPS for d in (profile.up, profile.down))
     queue = max(d.queue_limit_bytes(profile.mtu) for d in (profile.up, profile.down))
     return int(min(BUFFER_CAP, 2 * rate / 8 * rtt + queue))
 

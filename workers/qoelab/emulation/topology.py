@@ -169,6 +169,8 @@ class EmulatedLink:
             "mtu": self.profile.mtu,
             "tcp": self.tcp,
             **({"switches": self.switches} if self.switches else {}),
+            # Which trace each traced direction replays, by name and checksum (provenance).
+            **({"traces": traced} if (traced := self.profile.trace_provenance()) else {}),
         }
 
     def _stop_processes(self) -> None:
@@ -357,6 +359,9 @@ def emulated_link(
     if tcp.ensure_allowed(profile.tcp.cc):
         log.info("added %s to the host's net.ipv4.tcp_allowed_congestion_control", profile.tcp.cc)
     prefix = check_prefix(prefix or new_prefix())
+    if backend == "auto" and (why := profile.needs_userspace):
+        backend = "userspace"  # netem would refuse it: say so in the log, not as a failure
+        log.info("%s: %s needs the userspace link", prefix, why)
     chosen, reason = choose_backend(backend)
     if packet_records is not None and chosen != "userspace":
         raise LinkError(f"packet records need the userspace backend, but this link uses {chosen}")

@@ -8,8 +8,9 @@ shell). The lab's library (``LIBRARY``) ships the public cellular traces of Wins
 NSDI 2013 (their README). ``make_*`` build synthetic traces: constant, steps, a sawtooth, on/off,
 and any rate curve from a CSV of ``time_s,rate_bps`` rows.
 
-Reading a bad trace raises :class:`TraceError` naming the file and line. This module does not yet
-drive the emulator: the trace link itself is the next part of issue 37 (docs/emulation.md).
+Reading a bad trace raises :class:`TraceError` naming the file and line. A link profile's
+``trace`` (``qoelab.emulation.profile``) is replayed by the userspace emulator (linkemu's
+``trace=PATH``, workers/csrc/linkemu_trace.c).
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ class Trace:
         edges = np.arange(0, self.period_ms + window_ms, window_ms)
         counts, _ = np.histogram(self.times_ms, bins=edges)
         return counts * PACKET_BYTES * 8 / (window_ms / 1000)
+
+    def gap_ms(self, q: float) -> float:
+        """The ``q`` quantile of the time from one opportunity to the next (ms; 0 within a burst)."""
+        gaps = np.diff(self.times_ms)
+        return float(np.quantile(gaps, q)) if gaps.size else float(self.period_ms)
 
     def describe(self) -> dict[str, object]:
         return {"name": self.name, "lines": self.lines, "period_s": self.period_ms / 1000,
@@ -121,6 +127,37 @@ def load(path: str | Path) -> Trace:
 def library() -> list[Trace]:
     """The traces shipped with the lab."""
     return [load(p) for p in sorted(LIBRARY.iterdir()) if p.suffix in (".down", ".up")]
+
+
+def resolve(name_or_path: str, library_only: bool = False) -> str:
+    """The absolute path of a library trace (``Verizon-LTE-short.down``) or, unless
+    ``library_only``, of an existing file given by its absolute path."""
+    p = Path(name_or_path)
+    if p.parent == Path(".") and p.suffix in (".down", ".up") and (LIBRARY / p.name).is_file():
+        return str(LIBRARY / p.name)
+    if not library_only and p.is_absolute() and p.is_file():
+        return str(p)
+    names = ", ".join(sorted(q.name for q in LIBRARY.iterdir() if q.suffix in (".down", ".up")))
+    if library_only:
+        raise TraceError(f"{name_or_path}: no such trace in the lab's library ({names})")
+    raise TraceError(f"{name_or_path}: no such trace in the library ({names}) and no such file")
+
+
+_CACHE: dict[tuple[str, int, int], Trace] = {}
+
+
+def load_cached(path: str) -> Trace:
+    """``load`` once per file version (path, size, mtime): profiles check their trace often."""
+    try:
+        st = Path(path).stat()
+    except OSError as err:
+        raise TraceError(f"{path}: cannot read it ({err.strerror or err})") from None
+    key = (path, st.st_size, st.st_mtime_ns)
+    if key not in _CACHE:
+        if len(_CACHE) > 64:
+            _CACHE.clear()
+        _CACHE[key] = load(path)
+    return _CACHE[key]
 
 
 # ---- synthetic traces ----------------------------------------------------------------------------

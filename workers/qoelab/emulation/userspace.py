@@ -53,6 +53,7 @@ class Direction(Protocol):
     limit_pkts: int | None
     limit_bytes: int | None
     queue: str
+    trace: str | None
 
 
 class Profile(Protocol):
@@ -124,6 +125,13 @@ def direction_spec(d: Direction, name: str) -> str:
         parts.append(f"limit={int(check('limit_pkts', d.limit_pkts, 1, 1e7))}")
     if d.limit_bytes is not None:
         parts.append(f"limit_bytes={int(check('limit_bytes', d.limit_bytes, 64, 1e11))}")
+    trace = getattr(d, "trace", None)
+    if trace is not None:
+        if d.rate_bps:
+            raise ParameterError(f"{name}.trace", "give either rate_bps or a trace, not both")
+        if "," in trace:
+            raise ParameterError(f"{name}.trace", f"the path must not contain a comma: {trace!r}")
+        parts.append(f"trace={trace}")
     queue = getattr(d, "queue", "fifo")  # duck-typed directions from before the field existed
     if queue not in ("fifo", "prio"):
         raise ParameterError(f"{name}.queue", f"must be 'fifo' or 'prio', got {queue!r}")
