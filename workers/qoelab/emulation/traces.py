@@ -131,12 +131,12 @@ def library() -> list[Trace]:
 
 def resolve(name_or_path: str, library_only: bool = False) -> str:
     """The absolute path of a library trace (``Verizon-LTE-short.down``) or, unless
-    ``library_only``, of an existing file given by its absolute path."""
+    ``library_only``, of an existing file (a library name wins over a file of that name here)."""
     p = Path(name_or_path)
     if p.parent == Path(".") and p.suffix in (".down", ".up") and (LIBRARY / p.name).is_file():
         return str(LIBRARY / p.name)
-    if not library_only and p.is_absolute() and p.is_file():
-        return str(p)
+    if not library_only and p.is_file():
+        return str(p.resolve())
     names = ", ".join(sorted(q.name for q in LIBRARY.iterdir() if q.suffix in (".down", ".up")))
     if library_only:
         raise TraceError(f"{name_or_path}: no such trace in the lab's library ({names})")
