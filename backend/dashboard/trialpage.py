@@ -237,6 +237,30 @@ def log_previews(artifacts: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
+# A link log larger than this is not drawn (a three-hour trial's log is about 20 MB of JSON).
+LINK_LOG_MAX_BYTES = 64 * 1024**2
+
+
+def link_log_chart(artifacts: Iterable[Any]) -> dict[str, Any] | None:
+    """The trace link's log (``qoelab.emulation.linklog``, artifact ``link_log.json``) in 100 ms
+    bins for the trial page's chart, or None when the trial has none. A log that cannot be read
+    says why instead (``{"error": ...}``)."""
+    from qoelab.emulation import linklog
+
+    found = [a for a in artifacts if a.kind == "json" and a.name == linklog.ARTIFACT]
+    if not found:
+        return None
+    artifact = found[-1]  # the last attempt's
+    if artifact.size > LINK_LOG_MAX_BYTES:
+        return {"error": f"the log is {artifact.size} bytes, more than the page draws; download it below"}
+    try:
+        with artifact.file.open("rb") as fh:
+            log = json.loads(fh.read())
+        return linklog.chart(log)
+    except (FileNotFoundError, OSError, ValueError, KeyError, TypeError) as err:
+        return {"error": f"the log could not be read ({err.__class__.__name__})"}
+
+
 def playable(artifact: Any) -> str | None:
     """None when the page can play this artifact; else why not (shown instead of the player)."""
     kind = kinds.KINDS.get(artifact.kind)

@@ -456,6 +456,7 @@ def trial_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "artifacts": artifacts,
         "recordings": recordings,
         "logs": trialpage.log_previews(artifacts),
+        "link_log": trialpage.link_log_chart(artifacts),
         "link_rows": link_rows,
         "link_left_off": link_left_off,
         "provenance_rows": provenance_rows,

@@ -4,6 +4,7 @@ provenance as tables, recordings played in the page, and trial numbers that agre
 from __future__ import annotations
 
 import html
+import json
 import re
 from typing import Any
 
@@ -441,3 +442,39 @@ def test_a_trials_log_is_readable_in_its_page(client_for, alice, units_job) -> N
     assert "\x1b" not in page and "<script>" not in first
     second = page.split('data-log="', 2)[2].split("</details>", 1)[0]
     assert "the first 64 KiB" in second and second.count("line\n") == 64 * 1024 // 5
+
+
+# ---- a trace link's log ---------------------------------------------------------------------------
+
+
+def test_a_trace_links_log_is_drawn_in_100_ms_bins_and_a_broken_one_says_why(
+    client_for, alice, units_job
+) -> None:
+    from qoelab.emulation.linklog import ARTIFACT
+
+    trial = _sweep(alice, {"rate": ["1mbit"]}).trials.get()
+    # 250 ms of a direction: one 1500-byte opportunity per ms, two of three used; no queue at first.
+    n = 250
+    log = {"version": 1, "bin_ms": 1, "directions": {"down": {
+        "trace": "Verizon-LTE-short.down", "start_ms": 1000, "ms": n, "truncated": False,
+        "offered_bytes": [1500] * n, "delivered_bytes": [1500 if i % 3 else 0 for i in range(n)],
+        "queue_bytes": [-1] * n, "queue_delay_ms": [-1.0] * 100 + [2.5] * 150,
+        "drops": [0] * n}}}  # fmt: skip
+    _artifact(trial, "json", ARTIFACT, json.dumps(log).encode())
+    page = client_for(alice).get(f"/trials/{trial.pk}/").content.decode()
+    assert "<h2>Link log</h2>" in page and 'data-link-log="down-rate"' in page and "qoelab/linklog.js" in page
+    data = json.loads(
+        re.search(r'<script id="link-log-data" type="application/json">(.*?)</script>', page).group(1)
+    )
+    down = data["directions"]["down"]
+    assert down["t_s"] == [1.0, 1.1, 1.2] and down["capacity_bps"] == [12e6, 12e6, 6e6]
+    assert down["throughput_bps"][0] == pytest.approx(66 * 1500 * 8 / 0.1)
+    assert down["queue_delay_ms"] == [None, 2.5, 2.5]
+    # A log that is not one says so, and draws nothing.
+    other = _sweep(alice, {"rate": ["2mbit"]}).trials.get()
+    _artifact(other, "json", ARTIFACT, b'{"directions": {"down": {"ms": 3}}}')
+    page = client_for(alice).get(f"/trials/{other.pk}/").content.decode()
+    assert 'data-field="link-log-error"' in page and "qoelab/linklog.js" not in page
+    # A trial without a trace link has no such section.
+    plain = _sweep(alice, {"rate": ["3mbit"]}).trials.get()
+    assert "<h2>Link log</h2>" not in client_for(alice).get(f"/trials/{plain.pk}/").content.decode()

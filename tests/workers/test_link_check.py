@@ -1,5 +1,6 @@
 """The link_check job type: declaration the backend reads, and a real run through its runner."""
 
+import json
 import time
 
 import pytest
@@ -84,4 +85,11 @@ def test_a_link_check_trial_over_a_library_trace_records_which_trace_it_replayed
     # TCP over the trace gets what the trace offers at most; the loss probe is not judged on it.
     assert 0 < result.summary["tcp_down_bps"] <= 1.1 * max(trace.series_bps(1000))
     assert {c["name"] for c in result.link["checks"]} == {"rtt_ms"} and result.summary["checks_ok"] == 1.0
+    # The per-millisecond link log goes up with the trial (the trial page draws it).
+    (logged,) = [a.path for a in ctx.artifacts if a.path.name == "link_log.json"]
+    log = json.loads(logged.read_text())
+    assert (
+        log["directions"]["down"]["trace"] == trace.name
+        and sum(log["directions"]["down"]["delivered_bytes"]) > 0
+    )
     assert leftovers("qltlc002") == {"namespaces": [], "devices": [], "processes": []}

@@ -84,3 +84,43 @@ def test_the_trial_page_plays_its_recording_and_shows_values_in_units(
 
     save_screenshot(page, "sweeps/trial_page")
     assert page.qoelab_problems == []
+
+
+def test_a_trace_links_log_is_drawn_on_the_trial_page(
+    live_server: Any, chromium_page: Any, alice: Any, trial: Any, log_in: Any, save_screenshot: Any
+) -> None:
+    import json
+
+    from django.core.files.base import ContentFile
+
+    from qoelab.emulation.linklog import ARTIFACT
+    from results.models import Artifact
+
+    # Two seconds of an on/off trace: 1 s at one opportunity per ms (12 Mbit/s), 1 s off; the link
+    # carried all it was offered, and packets waited up to 1 s through the outage.
+    n = 2000
+    on = [1500 if i < 1000 else 0 for i in range(n)]
+    log = {"version": 1, "bin_ms": 1, "directions": {"down": {
+        "trace": "onoff.down", "start_ms": 0, "ms": n, "truncated": False, "offered_bytes": on,
+        "delivered_bytes": on, "queue_bytes": [-1] * n, "drops": [0] * n,
+        "queue_delay_ms": [1.0 if i < 1000 else -1.0 for i in range(n)]}}}  # fmt: skip
+    data = json.dumps(log).encode()
+    art = Artifact(trial=trial, kind="json", name=ARTIFACT, size=len(data), sha256="0" * 64)
+    art.file.save(ARTIFACT, ContentFile(data), save=True)
+    page = chromium_page
+    log_in(page, live_server.url, alice)
+    page.goto(f"{live_server.url}/trials/{trial.pk}/")
+    page.get_by_role("heading", name="Link log").wait_for()
+    chart = "window.Chart?.getChart(document.querySelector('figure[data-link-log=\"down-rate\"] canvas'))"
+    page.wait_for_function(f"() => !!{chart}", timeout=15_000)
+    drawn = page.evaluate(f"() => {chart}.data.datasets.map((d) => ({{label: d.label, n: d.data.length, "
+                          "max: Math.max(...d.data.map((p) => p.y))}))")  # fmt: skip
+    assert drawn == [
+        {"label": "capacity (trace)", "n": 20, "max": 12},
+        {"label": "throughput", "n": 20, "max": 12},
+    ], drawn
+    assert page.evaluate(
+        "() => !!window.Chart.getChart(document.querySelector('figure[data-link-log=\"down-delay\"] canvas'))"
+    )
+    save_screenshot(page, "dashboard/trial_link_log")
+    assert not page.qoelab_problems, page.qoelab_problems

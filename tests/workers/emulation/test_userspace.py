@@ -426,3 +426,35 @@ def test_linkemu_refuses_a_bad_trace_naming_the_line_and_a_trace_beside_a_rate(t
     # The profile refuses the pair first, naming the field (before linkemu is ever started).
     with pytest.raises(ParameterError, match="trace: give a rate or a trace"):
         LinkProfile.parse(rate="1mbit", trace=good)
+
+
+def test_a_trace_link_writes_its_per_millisecond_log_of_offered_and_delivered_bytes(tmp_path: Path) -> None:
+    from qoelab.emulation import linklog
+    from qoelab.emulation.topology import emulated_link
+
+    # 500 ms of one opportunity per ms, then 500 ms off, looping; 5 ms each way.
+    trace = write_trace(tmp_path / "onoff", list(range(1, 501)) + [1000])
+    profile = LinkProfile.parse(trace=trace, delay="5ms")
+    log_path = tmp_path / "link_log.json"
+    with emulated_link(profile, backend="userspace", link_log=log_path) as link:
+        with in_netns(link.server_ns):
+            rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            rx.bind((link.server_ip, 5999))
+        with in_netns(link.client_ns):
+            tx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            tx.connect((link.server_ip, 5999))
+        with tx, rx:
+            for _ in range(800):  # 800 full-size packets: more than one "on" half-second carries
+                tx.send(b"\0" * 1472)
+            time.sleep(2.2)
+    log = json.loads(log_path.read_text())
+    up = log["directions"]["up"]
+    assert sum(log["directions"]["down"]["delivered_bytes"]) < 1500  # the odd packet of the stack
+    assert 800 * 1500 <= sum(up["delivered_bytes"]) < 800 * 1500 + 1500  # and the odd stack packet
+    assert not list(tmp_path.glob("link_log.records*")), "the scratch records were not removed"
+    # Nothing leaves in a millisecond the trace offers nothing, and never more than it offers.
+    assert all(d <= o for d, o in zip(up["delivered_bytes"], up["offered_bytes"], strict=True))
+    # The queue waits out the outage: some packet waited at least the 500 ms gap's remainder.
+    assert max(up["queue_delay_ms"]) >= 400
+    chart = linklog.chart(log)["directions"]["up"]
+    assert max(chart["capacity_bps"]) == pytest.approx(12e6) and max(chart["throughput_bps"]) <= 12e6

@@ -342,8 +342,13 @@ def emulated_link(
     log_path: Path | None = None,
     server_side: Callable[[EmulatedLink], AbstractContextManager[Any]] | None = None,
     packet_records: Path | None = None,
+    link_log: Path | None = None,
 ) -> Iterator[EmulatedLink]:
     """Build the two namespaces and the link, yield it, and always tear everything down.
+
+    ``link_log``: for a trace link, the per-millisecond log (``qoelab.emulation.linklog``) is
+    written there after teardown (from packet records kept beside it for the purpose, unless
+    ``packet_records`` asks for them anyway); nothing is written for a link without a trace.
 
     ``packet_records`` (userspace backend only): linkemu writes one record per packet of the down
     direction to this path and of the up direction to ``<stem>.up<suffix>`` (:func:`records_paths`;
@@ -365,6 +370,10 @@ def emulated_link(
     chosen, reason = choose_backend(backend)
     if packet_records is not None and chosen != "userspace":
         raise LinkError(f"packet records need the userspace backend, but this link uses {chosen}")
+    logged = link_log is not None and chosen == "userspace" and bool(profile.trace_provenance())
+    scratch = None
+    if logged and packet_records is None:
+        packet_records = scratch = link_log.with_name(f"{link_log.stem}.records")  # type: ignore[union-attr]
     if chosen == "userspace" and backend == "auto":
         log.warning("%s", reason)
     link = EmulatedLink(
@@ -402,6 +411,25 @@ def emulated_link(
         with _signals_deferred():
             removed = teardown(link)
         log.debug("%s: removed %s", prefix, removed)
+        if logged and packet_records is not None:
+            _write_link_log(link, link_log, packet_records, scratch is not None)  # type: ignore[arg-type]
+
+
+def _write_link_log(link: EmulatedLink, path: Path, packet_records: Path, scratch: bool) -> None:
+    """The trace link's per-millisecond log from its packet records; a failure is logged, not
+    raised (the trial's own result stands without it)."""
+    from qoelab.emulation import linklog
+
+    up, down = records_paths(packet_records)
+    t0 = {d: int((link.emulator_stats.get(d) or {}).get("trace_t0_ns") or 0) for d in ("up", "down")}
+    try:
+        linklog.write(path, linklog.build(link.profile, {"up": up, "down": down}, t0))
+    except (OSError, ValueError) as err:
+        log.warning("%s: the link log could not be written: %s", link.prefix, err)
+    finally:
+        if scratch:
+            for f in (up, down):
+                f.unlink(missing_ok=True)
 
 
 def _settle_tcp(link: EmulatedLink) -> dict[str, Any]:

@@ -54,6 +54,7 @@ def summary_numbers(verification: dict[str, Any]) -> dict[str, float]:
 
 
 def run(params: LinkCheckParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation import linklog
     from qoelab.emulation.topology import emulated_link
     from qoelab.emulation.verify import verify_link
 
@@ -64,7 +65,10 @@ def run(params: LinkCheckParams, ctx: TrialContext) -> TrialResult:
         duration = max(MIN_DURATION_S, min(duration, (left - OVERHEAD_S) / 3))
     profile = params.to_profile()
     log_path = ctx.workdir / "linkemu.log"
-    with emulated_link(profile, prefix=ctx.prefix, backend=params.backend, log_path=log_path) as link:
+    link_log = ctx.workdir / linklog.ARTIFACT  # written for a trace link only
+    with emulated_link(
+        profile, prefix=ctx.prefix, backend=params.backend, log_path=log_path, link_log=link_log
+    ) as link:
         ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
         verification = verify_link(link, duration_s=duration)
     verification["emulator_stats"] = link.emulator_stats or None
@@ -73,6 +77,8 @@ def run(params: LinkCheckParams, ctx: TrialContext) -> TrialResult:
     ctx.add_artifact(out, "json")
     if log_path.exists():
         ctx.add_artifact(log_path, "log")
+    if link_log.exists():
+        ctx.add_artifact(link_log, "json")
     for c in verification["checks"]:
         if not c["ok"]:
             ctx.log.warning("check %s outside tolerance: configured %s, measured %s (%s)",

@@ -306,17 +306,19 @@ RECORD_BUDGET_S = 120.0  # reference browser start and WebM encoding when `recor
 
 
 def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation import linklog
     from qoelab.emulation.reuse import measured_or_reused, verify_condition
     from qoelab.emulation.topology import emulated_link
     from qoelab.rd.bench import BenchRequest, run_bench
 
     profile = params.to_profile(seed=params.seed)
     log_path = ctx.workdir / "linkemu.log"
+    link_log = ctx.workdir / linklog.ARTIFACT  # written for a trace link only
     trial_dir = ctx.workdir / "rd"
     phases: dict[str, float] = {}  # where a trial's wall time goes (benchmarks/throughput)
     clock = time.monotonic()
     try:
-        with emulated_link(profile, prefix=ctx.prefix, log_path=log_path) as link:
+        with emulated_link(profile, prefix=ctx.prefix, log_path=log_path, link_log=link_log) as link:
             phases["link_s"] = time.monotonic() - clock
             ctx.log.info("link %s up (%s backend: %s)", link.prefix, link.backend, link.backend_reason)
             clock = time.monotonic()
@@ -363,6 +365,8 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
         for path in [*sorted((trial_dir / "logs").glob("*")), *guest_files, log_path]:
             if path.is_file():
                 ctx.add_artifact(path, "image" if path.suffix == ".png" else "log")
+        if link_log.is_file():
+            ctx.add_artifact(link_log, "json")
     verification["emulator_stats"] = link.emulator_stats or None
     (ctx.workdir / "link_check.json").write_text(json.dumps(verification, indent=2, default=str))
     logged = {a.path for a in ctx.artifacts}
