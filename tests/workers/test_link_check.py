@@ -20,6 +20,13 @@ def test_link_check_is_registered_with_its_schema_requirements_and_charts():
     assert {m.name for m in job.metrics} >= {"tcp_down_bps", "tcp_up_bps", "rtt_ms", "loss_pct", "mathis_bps"}
 
 
+def test_a_trace_link_trial_goes_to_a_worker_with_the_userspace_emulator():
+    job = get("link_check")
+    traced = job.trial_requires(validate_params(job.params, {"link_trace": "Verizon-LTE-short.down"}))
+    plain = job.trial_requires(validate_params(job.params, {"rate": "1mbit"}))
+    assert "userspace_link" in traced and "userspace_link" not in plain
+
+
 def test_link_check_rejects_out_of_bounds_parameters_naming_them():
     with pytest.raises(ParamsInvalid) as info:
         validate_params(get("link_check").params, {"rate": "1kbit", "duration": "2min"})

@@ -264,9 +264,12 @@ class JobType:
         return out
 
     def trial_requires(self, params: BaseModel) -> frozenset[str]:
-        """What a worker must report to run this trial; a link's TCP algorithm is one of them."""
+        """What a worker must report to run this trial; a link's TCP algorithm is one of them, and a
+        trace link needs the userspace emulator."""
         from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 
         needs = self.requires | (self.requires_for(params) if self.requires_for else frozenset())
+        if getattr(params, "link_trace", None) or getattr(params, "up_link_trace", None):
+            needs |= {"userspace_link"}  # only the userspace emulator replays a trace
         cc = getattr(params, "tcp_cc", None)
         return needs | {CC_CAPABILITY_PREFIX + cc} if cc else needs
