@@ -201,3 +201,12 @@ def api_cast(alice: Any, sweep_of: Any, make_host: Any, client: Any) -> ApiCast:
         "anonymous": {},
     }
     return ApiCast(lab=lab, sweep=sweep, trial=trial, campaign=campaign, headers=headers)
+
+
+@pytest.fixture(scope="session")
+def videos(tmp_path_factory: Any) -> dict[str, Path]:
+    """A reference and a degraded WebM recording (ffmpeg), for rating campaigns' conditions."""
+    from ratings.demo import make_video
+
+    d = tmp_path_factory.mktemp("rating-videos")
+    return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}

@@ -25,14 +25,6 @@ POINTS = [
 ]
 
 
-@pytest.fixture(scope="session")
-def videos(tmp_path_factory: Any) -> dict[str, Path]:
-    from ratings.demo import make_video
-
-    d = tmp_path_factory.mktemp("method-videos")
-    return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}
-
-
 @pytest.fixture
 def make_campaign(alice: Any, videos: dict[str, Path]) -> Any:
     from ratings import campaigns

@@ -17,14 +17,6 @@ pytestmark = pytest.mark.django_db
 POINTS = [{"protocol": p, "rate": "1mbit", "delay": "10ms", "pages": 20} for p in ("vnc", "x2go")]
 
 
-@pytest.fixture(scope="session")
-def videos(tmp_path_factory: Any) -> dict[str, Path]:
-    from ratings.demo import make_video
-
-    d = tmp_path_factory.mktemp("delivery-videos")
-    return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}
-
-
 @pytest.fixture
 def campaign(alice: Any, videos: dict[str, Path]) -> Any:
     from ratings import campaigns

@@ -24,14 +24,6 @@ POINTS = [
 LINKS = [{"measured": {"tcp_down_bps": bps}} for bps in (0.93e6, 0.91e6, 0.94e6, 0.90e6)]
 
 
-@pytest.fixture(scope="session")
-def videos(tmp_path_factory: Any) -> dict[str, Path]:
-    from ratings.demo import make_video
-
-    d = tmp_path_factory.mktemp("ratings-videos")
-    return {"reference": make_video(d / "ref.webm"), "degraded": make_video(d / "deg.webm", degraded=True)}
-
-
 @pytest.fixture
 def sweep(alice: Any) -> Any:
     from ratings.demo import demo_sweep

@@ -33,8 +33,9 @@ def test_link_check_rejects_out_of_bounds_parameters_naming_them():
     assert {e["field"] for e in info.value.errors} == {"rate", "duration"}
 
 
-@pytest.mark.netns
-def test_a_link_check_trial_stores_configured_and_measured_values(tmp_path):
+def run_trial(raw: dict, prefix: str, workdir) -> tuple:
+    """One real link_check trial (skipped where namespaces or the userspace link cannot run):
+    its result and context, after checking that it left nothing behind."""
     from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
     from qoelab.emulation.system import has_net_admin
     from qoelab.emulation.topology import userspace_available
@@ -45,12 +46,19 @@ def test_a_link_check_trial_stores_configured_and_measured_values(tmp_path):
     if not ok:
         pytest.skip(reason)
     job = get("link_check")
-    params = validate_params(job.params, {"rate": "5mbit", "delay": "10ms", "loss": "1%", "duration": "2s"})
-    ctx = TrialContext(trial_id="lc1", workdir=tmp_path, prefix="qltlc001", deadline=time.monotonic() + 120)
+    ctx = TrialContext(trial_id=prefix, workdir=workdir, prefix=prefix, deadline=time.monotonic() + 120)
     try:
-        result = job.run(params, ctx)
+        result = job.run(validate_params(job.params, raw), ctx)
     finally:
-        cleanup_leftovers("qltlc001")
+        cleanup_leftovers(prefix)
+    assert leftovers(prefix) == {"namespaces": [], "devices": [], "processes": []}
+    return result, ctx
+
+
+@pytest.mark.netns
+def test_a_link_check_trial_stores_configured_and_measured_values(tmp_path):
+    raw = {"rate": "5mbit", "delay": "10ms", "loss": "1%", "duration": "2s"}
+    result, ctx = run_trial(raw, "qltlc001", tmp_path)
     s = result.summary
     assert s["configured_rate_bps"] == 5e6 and s["configured_rtt_ms"] == 20
     assert s["tcp_down_bps"] == pytest.approx(5e6 * 1448 / 1500, rel=0.2)
@@ -61,30 +69,15 @@ def test_a_link_check_trial_stores_configured_and_measured_values(tmp_path):
     assert result.provenance["backend"] == result.link["backend"]
     assert result.provenance["tools"]["iperf3"].startswith("iperf 3")
     assert any(a.kind == "json" for a in ctx.artifacts)
-    assert leftovers("qltlc001") == {"namespaces": [], "devices": [], "processes": []}
 
 
 @pytest.mark.netns
 def test_a_link_check_trial_over_a_library_trace_records_which_trace_it_replayed(tmp_path):
-    from qoelab.emulation.cleanup import cleanup_leftovers, leftovers
-    from qoelab.emulation.system import has_net_admin
-    from qoelab.emulation.topology import userspace_available
     from qoelab.emulation.traces import load, resolve
 
-    if not has_net_admin():
-        pytest.skip("needs root or CAP_NET_ADMIN to create network namespaces")
-    ok, reason = userspace_available()
-    if not ok:
-        pytest.skip(reason)
-    job = get("link_check")
     # "auto" takes the userspace link for a trace (netem has no trace replay), wherever it runs.
     raw = {"link_trace": "Verizon-LTE-short.down", "delay": "10ms", "duration": "2s"}
-    params = validate_params(job.params, raw)
-    ctx = TrialContext(trial_id="lc2", workdir=tmp_path, prefix="qltlc002", deadline=time.monotonic() + 120)
-    try:
-        result = job.run(params, ctx)
-    finally:
-        cleanup_leftovers("qltlc002")
+    result, ctx = run_trial(raw, "qltlc002", tmp_path)
     trace = load(resolve("Verizon-LTE-short.down"))
     assert result.link["backend"] == "userspace"
     assert result.link["link"]["traces"]["down"] == {"name": trace.name, "sha256": trace.sha256}
@@ -94,9 +87,5 @@ def test_a_link_check_trial_over_a_library_trace_records_which_trace_it_replayed
     assert {c["name"] for c in result.link["checks"]} == {"rtt_ms"} and result.summary["checks_ok"] == 1.0
     # The per-millisecond link log goes up with the trial (the trial page draws it).
     (logged,) = [a.path for a in ctx.artifacts if a.path.name == "link_log.json"]
-    log = json.loads(logged.read_text())
-    assert (
-        log["directions"]["down"]["trace"] == trace.name
-        and sum(log["directions"]["down"]["delivered_bytes"]) > 0
-    )
-    assert leftovers("qltlc002") == {"namespaces": [], "devices": [], "processes": []}
+    down = json.loads(logged.read_text())["directions"]["down"]
+    assert down["trace"] == trace.name and sum(down["delivered_bytes"]) > 0
