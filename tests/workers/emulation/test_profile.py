@@ -151,3 +151,16 @@ def test_a_sweep_names_traces_from_the_library_only(tmp_path):
     assert params.to_profile().down.trace.endswith("trace_library/TMobile-UMTS-driving.down")
     # The command line may replay any file (LinkProfile.parse takes a path).
     assert LinkProfile.parse(trace=str(own)).down.trace == str(own)
+
+
+@pytest.mark.parametrize("job", ["link_check", "thinclient_tcp", "storage_bench", "storage_apt", "vose"])
+def test_every_job_type_on_a_link_replays_a_trace_and_its_default_rate_gives_way(job):
+    from qoelab.jobs import get
+
+    params = validate_params(get(job).params, {"link_trace": "Verizon-LTE-short.down"})
+    profile = params.to_profile()
+    assert profile.down.trace.endswith("Verizon-LTE-short.down") and profile.down.rate_bps is None
+    # A rate given with the trace for the same direction is refused at submit, naming the trace.
+    with pytest.raises(ParamsInvalid) as err:
+        validate_params(get(job).params, {"link_trace": "Verizon-LTE-short.down", "rate": "7mbit"})
+    assert err.value.errors[0]["field"] == "link_trace" and "not both" in err.value.errors[0]["message"]

@@ -109,13 +109,19 @@ def storage_session(params: Any, ctx: Any) -> Iterator[tuple[BdlTransport, dict[
     Yields (transport, the link verification, provenance).
     """
     from qoelab.apt import targets
+    from qoelab.emulation import linklog
     from qoelab.emulation.reuse import verify_condition
     from qoelab.emulation.topology import emulated_link
 
     profile = params.to_profile()
     prov: dict[str, Any] = {"phases": {}}
     clock = time.monotonic()
-    with emulated_link(profile, prefix=ctx.prefix, log_path=ctx.workdir / "linkemu.log") as link:
+    link_log = ctx.workdir / linklog.ARTIFACT
+    if profile.trace_provenance():  # a trace link's log, written at teardown (before the upload)
+        ctx.add_artifact(link_log, "json")
+    with emulated_link(
+        profile, prefix=ctx.prefix, log_path=ctx.workdir / "linkemu.log", link_log=link_log
+    ) as link:
         prov["phases"]["link_s"] = time.monotonic() - clock
         clock = time.monotonic()
         verification = verify_condition(link, 2.0, ctx.workdir.parent / "verified-links")

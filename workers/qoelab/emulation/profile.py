@@ -516,14 +516,38 @@ class LinkParams(BaseModel):
     @classmethod
     def _trace_loads(cls, value: str | None, info: Any) -> str | None:
         """A trace is read and checked at submit: a bad line is refused here, naming it. Only the
-        library's names: a path would let a sweep read (and echo in errors) any file of a worker."""
+        library's names: a path would let a sweep read (and echo in errors) any file of a worker.
+        A rate set for the same direction is refused with it; a job type's default rate (a paper's
+        10 Mbit/s, say) gives way to the trace (``link_rates``)."""
         if value in (None, ""):
             return None
         try:
             traces.load_cached(traces.resolve(value, library_only=True))
         except traces.TraceError as err:
             raise ValueError(str(err)) from None
+        rate_field = "rate" if info.field_name == "link_trace" else "up_rate"
+        rate = info.data.get(rate_field)
+        if rate is not None and rate != cls._default_rate(rate_field):
+            raise ValueError(
+                "give a rate or a trace for this direction, not both "
+                f"({rate_field} is {format_rate(rate)}/s; leave it empty)"
+            )
         return value
+
+    @classmethod
+    def _default_rate(cls, name: str) -> float | None:
+        default = cls.model_fields[name].default
+        return None if default in (None, "") else parse_rate(default, name)
+
+    def link_rates(self) -> dict[str, Any]:
+        """``rate``, ``up_rate``, ``trace`` and ``up_trace`` for ``LinkProfile.parse``: a traced
+        direction's rate is the trace (its default rate left out)."""
+        return {
+            "rate": None if self.link_trace else self.rate,
+            "up_rate": None if self.up_link_trace else self.up_rate,
+            "trace": self.link_trace,
+            "up_trace": self.up_link_trace,
+        }
 
     @field_validator("tcp_cc")
     @classmethod
@@ -543,7 +567,7 @@ class LinkParams(BaseModel):
 
     def to_profile(self, seed: int = 1) -> LinkProfile:
         return LinkProfile.parse(
-            rate=self.rate,
+            **self.link_rates(),
             delay=self.delay,
             jitter=self.jitter,
             loss=self.loss,
@@ -551,9 +575,6 @@ class LinkParams(BaseModel):
             reorder=self.reorder,
             gemodel=self.gemodel,
             limit=self.limit,
-            trace=self.link_trace,
-            up_trace=self.up_link_trace,
-            up_rate=self.up_rate,
             up_delay=self.up_delay,
             up_jitter=self.up_jitter,
             up_loss=self.up_loss,

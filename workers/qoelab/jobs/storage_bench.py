@@ -193,7 +193,8 @@ class StorageBenchParams(LinkParams):
     def to_profile(self, seed: int = 1) -> LinkProfile:
         one_way = float(self.rtt) / 2
         return LinkProfile.parse(
-            rate=self.rate, delay=one_way, jitter=self.jitter, loss=self.loss, jitter_dist=self.jitter_dist,
+            **self.link_rates(), delay=one_way, jitter=self.jitter, loss=self.loss,
+            jitter_dist=self.jitter_dist,
             # netem under WANem sorts packets by their jittered time: jitter reorders (scenarios.py)
             reorder=self.reorder or bool(self.jitter), limit=self.limit, mtu=self.mtu, seed=seed,
             tcp=self.tcp_settings(),
@@ -306,6 +307,7 @@ def summarize(family: str, out: Any) -> dict[str, float]:
 
 
 def run(params: StorageBenchParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation import linklog
     from qoelab.hostfacts import cpu_provenance
     from qoelab.storage.trial import run_storage
 
@@ -323,6 +325,8 @@ def run(params: StorageBenchParams, ctx: TrialContext) -> TrialResult:
     out = run_storage(run, ctx.prefix, ctx.workdir / "run", on_row=on_row)
     samples = [Sample("op", i, _flat(row)) for i, row in enumerate(out.ops)]
     samples += [Sample("round", i, _flat(row)) for i, row in enumerate(out.rounds)]
+    if (ctx.workdir / "run" / linklog.ARTIFACT).is_file():  # a trace link's log
+        ctx.add_artifact(ctx.workdir / "run" / linklog.ARTIFACT, "json")
     detail = ctx.workdir / "storage_bench.json"
     detail.write_text(json.dumps(_as_json(out), indent=2, default=str))
     ctx.add_artifact(detail, "json")

@@ -127,13 +127,12 @@ class ThinclientParams(LinkParams):
     def to_profile(self, seed: int = 1) -> LinkProfile:
         # Constant delays commute with the queue: the LAN legs ride on the delay after the router.
         return LinkProfile.parse(
-            rate=self.rate,
+            **self.link_rates(),
             delay=float(self.delay) + 2 * float(self.lan_delay),
             loss=self.loss,
             gemodel=self.gemodel,
             limit=self.limit,
             queue=self.queue,
-            up_rate=self.up_rate,
             up_delay=None if self.up_delay is None else float(self.up_delay) + 2 * float(self.lan_delay),
             up_loss=self.up_loss,
             mtu=self.mtu,
@@ -182,6 +181,7 @@ def trace_path(params: ThinclientParams, ctx: TrialContext) -> Path | None:
 
 
 def run(params: ThinclientParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation import linklog
     from qoelab.thinclient import experiments
     from qoelab.thinclient.trial import run_trial
 
@@ -199,6 +199,8 @@ def run(params: ThinclientParams, ctx: TrialContext) -> TrialResult:
     detail.write_text(json.dumps({"summary": out.summary, "connections": out.connections, "ccdf": out.ccdf,
                                   "gaps": out.gaps, "writes": out.rows}, default=str))  # fmt: skip
     ctx.add_artifact(detail, "json")
+    if (ctx.workdir / "run" / linklog.ARTIFACT).is_file():  # a trace link's log
+        ctx.add_artifact(ctx.workdir / "run" / linklog.ARTIFACT, "json")
     for name in ("down.rec", "linkemu.log"):
         path = Path(ctx.workdir / "run" / name)
         if path.exists() and name.endswith(".log"):

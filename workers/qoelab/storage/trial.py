@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from qoelab.emulation import linklog
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.reuse import verify_condition
 from qoelab.emulation.topology import EmulatedLink, emulated_link
@@ -178,7 +179,8 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         linkemu_log = workdir / "linkemu.log"
-        with emulated_link(run.profile, prefix=prefix, backend="userspace", log_path=linkemu_log) as link:
+        with emulated_link(run.profile, prefix=prefix, backend="userspace", log_path=linkemu_log,
+                           link_log=workdir / linklog.ARTIFACT) as link:  # fmt: skip
             verification = None
             if run.verify_s:
                 verification = verify_condition(link, run.verify_s, run.verified_links)

@@ -22,8 +22,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from qoelab.emulation import linklog, tcp
 from qoelab.emulation import records as emu_records
-from qoelab.emulation import tcp
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.topology import emulated_link
 from qoelab.errors import ParameterError
@@ -89,7 +89,7 @@ def run_trial(
     started = time.time()
     ewma: dict[str, Any] = {}
     with emulated_link(run.profile, prefix=prefix, backend="userspace", packet_records=rec_path,
-                       log_path=workdir / "linkemu.log") as link, \
+                       log_path=workdir / "linkemu.log", link_log=workdir / linklog.ARTIFACT) as link, \
             _rto_ewma(run, prefix, ewma) as cgroup:  # fmt: skip
         before = {side: tcp.counters(link.ns(side)) for side in ("server", "client")}
 
