@@ -117,3 +117,18 @@ def test_the_cli_describes_the_library_and_writes_a_trace_it_can_read_back(tmp_p
     missing = subprocess.run([str(QOELAB), "link", "trace", "make", "constant", "--out", str(out)],
                              capture_output=True, text=True, timeout=60)  # fmt: skip
     assert missing.returncode == 2 and "--rate: needed for a constant trace" in missing.stderr
+
+
+@pytest.mark.parametrize("example", ["rd_qoe_lte.yaml", "thinclient_lte.yaml"])
+def test_the_trace_link_examples_are_valid_sweeps_over_library_traces(example):
+    import itertools
+
+    from qoelab import jobs, sweeps
+    from qoelab.params import validate_params
+
+    body = sweeps.load_spec(Path(__file__).resolve().parents[2] / "examples" / example).body()
+    job = jobs.get(body["job_type"])
+    for combo in itertools.product(*body["grid"].values()):
+        params = validate_params(job.params, {**body["fixed"], **dict(zip(body["grid"], combo, strict=True))})
+        profile = params.to_profile()
+        assert profile.down.trace is not None and profile.down.rate_bps is None
