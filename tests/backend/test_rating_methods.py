@@ -261,3 +261,32 @@ def test_an_acr_campaigns_results_say_acr_mos_and_do_not_compare_with_the_thesis
     client.force_login(alice)
     page = client.get(f"/campaigns/{campaign.pk}/results/").content.decode()
     assert "ACR MOS" in page and "Not compared" in page and "MOS in the layout of Table 4.2" in page
+
+
+def start_session(slot: Any) -> dict[str, str]:
+    return {"websocket_url": f"ws://lab.invalid/slot/{slot.pk}", "client": "novnc"}
+
+
+def stop_session(slot: Any) -> None:
+    return None
+
+
+def test_a_live_acr_case_is_the_remote_session_alone(alice: Any, client: Any, settings: Any) -> None:
+    from ratings import campaigns, invitations
+
+    settings.QOELAB_LIVE_SESSION_PROVIDER = __name__  # this module: start_session/stop_session above
+    by_hand = [{"params": {"protocol": "vnc", "rate": "1mbit", "delay": d}} for d in ("10ms", "100ms")]
+    live = campaigns.open_campaign(
+        campaigns.create_campaign(alice, name="live acr", conditions=by_hand, method="acr", mode="live")
+    )
+    ((_ev, raw),) = invitations.invite(live, count=1)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Evaluator {raw}")
+    assert api.post("/api/rate/consent/").status_code == 200
+    cond = api.get("/api/rate/state/").json()["condition"]["id"]
+    page = client.get(f"/rate/{raw}/").content.decode()
+    assert 'data-reference="none"' in page and "Step 1: use the remote desktop" in page
+    assert 'data-role="reference"' not in page and "How good was the quality of the remote desktop?" in page
+    assert "Excellent" in page and "Imperceptible" not in page
+    r = api.post("/api/rate/screens/", {"condition": cond, "stage": "reference", "index": 0}, format="json")
+    assert r.status_code == 400
