@@ -4,7 +4,7 @@ read the same value as its queue limit (a 45 s round became a 45-packet queue)."
 
 from __future__ import annotations
 
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.jobs import REGISTRY
 
 

@@ -115,10 +115,16 @@ typedef struct {
 	int64_t *trace_ms;
 	uint32_t trace_n;
 	int64_t trace_period_ms;
+	/* outage=ON:OFF (seconds): the rate stage serves only in the "on" part of a periodic schedule
+	 * from the direction's time 0, and packets wait through the "off" part (linkemu_trace.c) */
+	int64_t on_ns, off_ns;
 } dir_cfg_t;
 
-/* Whether a direction has a rate stage (and so a queue): a constant rate or a trace. */
-static inline int has_rate_stage(const dir_cfg_t *c) { return c->rate_bps > 0 || c->trace_n > 0; }
+/* Whether a direction has a rate stage (and so a queue): a constant rate, a trace or an outage. */
+static inline int has_rate_stage(const dir_cfg_t *c)
+{
+	return c->rate_bps > 0 || c->trace_n > 0 || c->off_ns > 0;
+}
 
 /* One packet record, written as is (little-endian, 48 bytes; records.py mirrors it).  The
  * explicit padding keeps the layout independent of the compiler. */
@@ -270,5 +276,6 @@ void send_due(dir_t *d, int64_t t);
 int trace_load(dir_cfg_t *c, const char *path, char *err, size_t errlen);
 void trace_start(dir_t *d, int64_t t0);
 int64_t trace_tx_end(dir_t *d, int64_t start, uint32_t len);
+int64_t outage_tx_end(const dir_t *d, int64_t start, int64_t need_ns);
 
 #endif

@@ -386,8 +386,12 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 		int64_t start = t > d->last_tx_end ? t : d->last_tx_end;
 		if (d->rec)
 			r.start_ns = start;
-		tx_end = c->trace_n ? trace_tx_end(d, start, len)
-				    : start + (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps);
+		if (c->trace_n) {
+			tx_end = trace_tx_end(d, start, len);
+		} else {
+			int64_t need = c->rate_bps > 0 ? (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps) : 0;
+			tx_end = c->off_ns ? outage_tx_end(d, start, need) : start + need;
+		}
 		d->last_tx_end = tx_end;
 		uint32_t tail = (d->txq_head + d->txq_n) % d->max_slots;
 		d->txq[tail].tx_end = tx_end;

@@ -77,7 +77,8 @@ static void print_dir(FILE *f, dir_t *d)
 		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
 		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
 		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
-		d->records, rec_errors, (long long)(d->cfg.trace_n ? d->tr_t0 : 0), d->cfg.trace_n ? d->tr_k : 0);
+		d->records, rec_errors, (long long)(d->cfg.trace_n || d->cfg.off_ns ? d->tr_t0 : 0),
+		d->cfg.trace_n ? d->tr_k : 0);
 }
 
 void print_stats(dir_t *up, dir_t *down, const char *event)
@@ -191,6 +192,7 @@ static void usage(void)
 	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n"
 	      "  prio=0|1 (1: two strict-priority classes, DSCP EF first, sharing the limit; needs rate)\n"
 	      "  trace=PATH (Mahimahi trace: a 1500-byte opportunity per ms line, looping; not with rate)\n"
+	      "  outage=ON:OFF (seconds: a periodic schedule; nothing is served while off; not with trace)\n"
 	      "--records-up PATH, --records-down PATH: one 48-byte record per packet of that direction\n",
 	      stderr);
 	exit(EXIT_USAGE);
@@ -290,11 +292,27 @@ int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t er
 		else if (!strcmp(k, "trace")) {
 			if (trace_load(c, v, err, errlen))
 				return -1;
+		} else if (!strcmp(k, "outage")) {
+			char buf[128], *colon;
+			snprintf(buf, sizeof buf, "%s", v);
+			if (!(colon = strchr(buf, ':')))
+				FAIL("outage=%s: needs ON:OFF seconds", v);
+			*colon = 0;
+			double on, off;
+			NUM("outage on", buf, 0.001, 86400, on);
+			NUM("outage off", colon + 1, 0.001, 86400, off);
+			c->on_ns = (int64_t)llround(on * 1e9);
+			c->off_ns = (int64_t)llround(off * 1e9);
 		} else
 			FAIL("--%s: unknown key '%s'", which, k);
 	}
 	if (c->trace_n && c->rate_bps > 0)
 		FAIL("--%s: give rate or trace, not both (a trace is the link's rate)", which);
+	if (c->trace_n && c->off_ns)
+		FAIL("--%s: an outage schedule and a trace cannot be combined (put the outage in the trace)",
+		     which);
+	if (c->prio && c->off_ns)
+		FAIL("--%s: prio=1 and an outage schedule cannot be combined", which);
 	if (c->prio && c->rate_bps <= 0)
 		FAIL("--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
 	return 0;
@@ -402,8 +420,8 @@ void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 	}
 	rng_seed(&d->rng, seed);
 	default_limits(&d->cfg, max_slots);
-	if (d->cfg.trace_n)
-		trace_start(d, now_ns()); /* the trace's time 0: the devices exist from here on */
+	if (d->cfg.trace_n || d->cfg.off_ns)
+		trace_start(d, now_ns()); /* the trace's (or outage schedule's) time 0: the devices exist */
 }
 
 /* JSON string body: quotes, backslashes and control characters escaped (errors echo input). */

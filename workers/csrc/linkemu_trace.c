@@ -1,6 +1,7 @@
 /*
  * linkemu_trace.c: a direction's rate stage driven by a Mahimahi-format trace (`trace=PATH`)
- * instead of a constant rate.
+ * instead of a constant rate, and the periodic outage schedule (`outage=ON:OFF`, seconds), during
+ * whose "off" part the rate stage serves nothing and packets wait in the queue.
  *
  * The trace file has one integer per line: a millisecond timestamp at which the link offers one
  * delivery opportunity of TRACE_OPP_BYTES bytes; a timestamp repeated n times offers n.  The
@@ -73,6 +74,26 @@ int64_t trace_tx_end(dir_t *d, int64_t start, uint32_t len)
 		}
 		if (remaining == 0)
 			return t;
+	}
+}
+
+int64_t outage_tx_end(const dir_t *d, int64_t start, int64_t need_ns)
+{
+	const dir_cfg_t *c = &d->cfg;
+	int64_t period = c->on_ns + c->off_ns, t = start;
+	for (;;) {
+		int64_t phase = (t - d->tr_t0) % period;
+		if (phase < 0)
+			phase += period;
+		if (phase >= c->on_ns) { /* the link is down: wait for the next "on" */
+			t += period - phase;
+			continue;
+		}
+		int64_t left = c->on_ns - phase;
+		if (need_ns <= left)
+			return t + need_ns;
+		need_ns -= left; /* serialisation pauses over the outage and goes on after it */
+		t += left;
 	}
 }
 

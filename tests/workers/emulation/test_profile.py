@@ -4,7 +4,8 @@ import math
 
 import pytest
 
-from qoelab.emulation.profile import Direction, LinkParams, LinkProfile, parse_gemodel
+from qoelab.emulation.linkparams import LinkParams
+from qoelab.emulation.profile import Direction, LinkProfile, parse_gemodel
 from qoelab.errors import ParameterError
 from qoelab.params import ParamsInvalid, validate_params
 
@@ -164,3 +165,17 @@ def test_every_job_type_on_a_link_replays_a_trace_and_its_default_rate_gives_way
     with pytest.raises(ParamsInvalid) as err:
         validate_params(get(job).params, {"link_trace": "Verizon-LTE-short.down", "rate": "7mbit"})
     assert err.value.errors[0]["field"] == "link_trace" and "not both" in err.value.errors[0]["message"]
+
+
+def test_an_outage_schedule_is_parsed_checked_and_needs_the_userspace_link():
+    p = LinkProfile.parse(rate="12mbit", outage="200ms/300ms")
+    assert p.down.outage == p.up.outage == (pytest.approx(0.2), pytest.approx(0.3))
+    assert "outage 300ms every 500ms" in p.down.describe() and p.needs_userspace.startswith("an outage")
+    assert LinkProfile.from_json(p.to_json()) == p
+    for raw, words in (("1s", "ON/OFF"), ("0s/1s", "outage.on: must be between 1ms and 86400s"),
+                       ("1s/2d", "outage.off")):  # fmt: skip
+        with pytest.raises(ParamsInvalid) as err:
+            validate_params(LinkParams, {"rate": "1mbit", "outage": raw})
+        assert err.value.errors[0]["field"] == "outage" and words in err.value.errors[0]["message"], raw
+    with pytest.raises(ParameterError, match="put the outage in the trace"):
+        LinkProfile.parse(trace="Verizon-LTE-short.down", outage="1s/1s")

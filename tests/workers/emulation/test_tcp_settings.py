@@ -9,7 +9,7 @@ import pytest
 
 from qoelab.emulation import tcp
 from qoelab.emulation.cleanup import leftovers
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.params import ParamsInvalid, validate_params
 
 SYSCTLS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_sack", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")

@@ -458,3 +458,17 @@ def test_a_trace_link_writes_its_per_millisecond_log_of_offered_and_delivered_by
     assert max(up["queue_delay_ms"]) >= 400
     chart = linklog.chart(log)["directions"]["up"]
     assert max(chart["capacity_bps"]) == pytest.approx(12e6) and max(chart["throughput_bps"]) <= 12e6
+
+
+def test_an_outage_schedule_stops_the_link_and_packets_wait_through_it() -> None:
+    # 12 Mbit/s (one 1500-byte packet per ms) up 200 ms, down 300 ms: 600 packets need three "on"
+    # windows' worth (600 ms), so they span three or four windows with two or three outages between
+    # them (the schedule runs from the link's start, the burst arrives at any phase of it).
+    with Pair(Prof(up=Dir(rate_bps=12e6, outage=(0.2, 0.3), limit_pkts=5000))) as pair:
+        times = arrival_times(pair, 600, 1500, settle_s=3.0)
+        stats = pair.link.stats()["up"]
+    assert len(times) == 600 and stats["dropped_queue"] == 0
+    gaps = sorted(b - a for a, b in itertools.pairwise(times))
+    assert 0.25 <= gaps[-1] <= 0.32 and gaps[-2] >= 0.25, gaps[-4:]  # outages waited out, no longer
+    assert gaps[-4] < 0.05, gaps[-4:]  # and never more than three of them
+    assert 0.8 <= times[-1] - times[0] <= 1.6

@@ -1,6 +1,6 @@
 """`qoelab rd bench` offers a flag for every rd_qoe parameter of its own (the link: a common subset)."""
 
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.jobs.rd_qoe import RdQoeParams
 from qoelab.rd.bench_cli import INT_PARAMS, PARAM_FLAGS, print_table
 

@@ -7,7 +7,8 @@ import contextlib
 import shutil
 from typing import Any
 
-from qoelab.emulation.profile import Direction, LinkParams, LinkProfile
+from qoelab.emulation.linkparams import LinkParams
+from qoelab.emulation.profile import Direction, LinkProfile
 
 __all__ = ["Direction", "LinkParams", "LinkProfile", "detect", "emulated_link"]
 

@@ -158,7 +158,7 @@ def add_tcp_arguments(parser: argparse.ArgumentParser) -> None:
 
 def tcp_from_args(args: argparse.Namespace) -> Any:
     """Validated ``TcpSettings`` from the flags; a bad value names the flag's field and the bound."""
-    from qoelab.emulation.profile import LinkParams
+    from qoelab.emulation.linkparams import LinkParams
     from qoelab.params import validate_params
 
     raw = {"tcp_cc": args.tcp_cc, "tcp_sack": args.tcp_sack == "on", "tcp_rmem_max": args.tcp_rmem_max,

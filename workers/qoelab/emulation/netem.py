@@ -140,6 +140,8 @@ def refuse_prio(d: Direction) -> None:
         raise ParameterError(
             "trace", "needs the userspace backend: the kernel's netem and tbf have no trace replay"
         )
+    if getattr(d, "outage", None) is not None:
+        raise ParameterError("outage", "needs the userspace backend: the kernel's netem and tbf have none")
     if d.queue != "fifo":
         raise ParameterError(
             "queue",

@@ -20,6 +20,8 @@ so their semantics are fixed here and in ``docs/emulation.md``:
   low-class packets out of a full buffer (``docs/emulation.md``, "Two-class priority queue").
 * ``trace``: instead of a rate, the path of a Mahimahi-format trace (``qoelab.emulation.traces``)
   whose delivery opportunities the userspace backend replays in a loop ("Trace links").
+* ``outage``: ``(on_s, off_s)``, a periodic schedule from the link's start: the userspace backend's
+  rate stage serves nothing during each ``off_s`` and packets wait in the queue ("Outages").
 """
 
 from __future__ import annotations
@@ -27,20 +29,11 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from qoelab import params
 from qoelab.emulation import traces
 from qoelab.emulation.tcp import (
-    BUFFER_MAX,
-    BUFFER_MIN,
-    DEFAULT_CC,
-    RTO_MIN_MAX_S,
-    RTO_MIN_MIN_S,
     TcpSettings,
-    is_cc_name,
 )
 from qoelab.errors import ParameterError
 from qoelab.units import (
@@ -61,6 +54,7 @@ MTU_MIN, MTU_MAX = 576, 9000
 LIMIT_PKTS_MAX = 1_000_000
 LIMIT_BYTES_MAX = 1 << 30
 JITTER_DISTS = ("uniform", "normal")
+OUTAGE_MIN_S, OUTAGE_MAX_S = 0.001, 86400.0  # linkemu's bounds for each part of the schedule
 QUEUES = ("fifo", "prio")
 # Default queue when none is given: 1000 packets, netem's (and a NIC's txqueuelen) default, which
 # the userspace emulator uses too, so both backends queue alike.
@@ -82,6 +76,7 @@ class Direction:
     limit_bytes: int | None = None
     queue: str = "fifo"
     trace: str | None = None
+    outage: tuple[float, float] | None = None
 
     def validate(self, prefix: str = "") -> Direction:
         """Raise ParameterError naming the field (``prefix`` + name) and the bound; return self."""
@@ -135,6 +130,25 @@ class Direction:
             raise ParameterError(
                 p + "queue", "prio needs a rate: the priority queue is the one in front of the rate limiter"
             )
+        if self.outage is not None:
+            if len(self.outage) != 2:
+                raise ParameterError(p + "outage", "needs two durations: on and off")
+            for part, value in zip(("on", "off"), self.outage, strict=True):
+                _check_number(f"{p}outage.{part}", value)
+                if not OUTAGE_MIN_S <= value <= OUTAGE_MAX_S:
+                    raise ParameterError(
+                        f"{p}outage.{part}",
+                        f"must be between {format_duration(OUTAGE_MIN_S)} and "
+                        f"{format_duration(OUTAGE_MAX_S)}, got {format_duration(value)}",
+                    )
+            if self.trace is not None:
+                raise ParameterError(
+                    p + "outage",
+                    "cannot be combined with a trace: put the outage in the trace "
+                    "(qoelab link trace make onoff)",
+                )
+            if self.queue == "prio":
+                raise ParameterError(p + "outage", "cannot be combined with the prio queue")
         if self.trace is not None:
             if self.rate_bps is not None:
                 raise ParameterError(
@@ -185,6 +199,10 @@ class Direction:
             parts.append(f"loss {self.loss_pct:g}%")
         if self.queue != "fifo":
             parts.append(f"queue {self.queue}")
+        if self.outage:
+            parts.append(
+                f"outage {format_duration(self.outage[1])} every {format_duration(sum(self.outage))}"
+            )
         return ", ".join(parts)
 
 
@@ -232,6 +250,8 @@ class LinkProfile:
         for d in (self.down, self.up):
             if d.trace is not None:
                 return "a trace link (the kernel's netem and tbf have no trace replay)"
+            if d.outage is not None:
+                return "an outage schedule (the kernel's netem and tbf have none)"
             if d.queue != "fifo":
                 return f"the {d.queue} queue (the kernel backend has one drop-tail queue)"
         return ""
@@ -263,6 +283,7 @@ class LinkProfile:
         queue: str = "fifo",
         trace: object = None,
         up_trace: object = None,
+        outage: object = None,
         up_rate: object = None,
         up_delay: object = None,
         up_jitter: object = None,
@@ -290,6 +311,7 @@ class LinkProfile:
             **parse_limit(limit, "limit"),
             queue=str(queue),
             trace=_trace_path(trace, "trace"),
+            outage=parse_outage(outage, "outage"),
         )
         down.validate("")
         up = down
@@ -326,8 +348,9 @@ class LinkProfile:
 
         def direction(d: dict[str, Any]) -> Direction:
             d = dict(d)
-            if d.get("gemodel") is not None:
-                d["gemodel"] = tuple(float(x) for x in d["gemodel"])
+            for key in ("gemodel", "outage"):
+                if d.get(key) is not None:
+                    d[key] = tuple(float(x) for x in d[key])
             try:
                 return Direction(**d)
             except TypeError as exc:
@@ -429,6 +452,16 @@ def parse_gemodel(value: object, field: str = "gemodel") -> tuple[float, float, 
     return (parsed[0], parsed[1], parsed[2], parsed[3])
 
 
+def parse_outage(value: object, field: str = "outage") -> tuple[float, float] | None:
+    """``'4s/1s'`` (up 4 s, then down 1 s, repeating) -> (on_s, off_s); empty -> None."""
+    if value in (None, ""):
+        return None
+    parts = value.split("/") if isinstance(value, str) else value
+    if not isinstance(parts, list | tuple) or len(parts) != 2:
+        raise ParameterError(field, f"needs ON/OFF durations such as 4s/1s, got {value!r}")
+    return (parse_duration(parts[0], f"{field}.on"), parse_duration(parts[1], f"{field}.off"))
+
+
 def parse_limit(value: object, field: str = "limit") -> dict[str, int | None]:
     """``'100pkt'`` or a bare integer -> packets; ``'64kb'`` / ``'90000b'`` -> bytes."""
     if value in (None, ""):
@@ -444,141 +477,3 @@ def parse_limit(value: object, field: str = "limit") -> dict[str, int | None]:
         if in_packets
         else {"limit_pkts": None, "limit_bytes": count}
     )
-
-
-class LinkParams(BaseModel):
-    """The link parameters every job type embeds (subclass it), so sweeps share one vocabulary.
-
-    Values arrive as human strings or SI numbers; ``to_profile()`` gives the validated profile.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    rate: params.Rate(RATE_MIN_BPS, RATE_MAX_BPS) | None = Field(  # type: ignore[valid-type]
-        default=None, description="bottleneck rate, both directions (e.g. 10mbit); empty = unshaped"
-    )
-    delay: params.Duration(0.0, DELAY_MAX_S) = Field(default=0.0, description="one-way delay (e.g. 25ms)")  # type: ignore[valid-type]
-    jitter: params.Duration(0.0, JITTER_MAX_S) = Field(default=0.0, description="delay variation")  # type: ignore[valid-type]
-    jitter_dist: Literal["uniform", "normal"] = "uniform"
-    reorder: bool = Field(default=False, description="let jittered packets overtake each other")
-    loss: params.Percent() = Field(default=0.0, description="random loss per packet (e.g. 0.5%)")  # type: ignore[valid-type]
-    gemodel: str | None = Field(default=None, description="Gilbert-Elliott loss 'p,r,1-h,1-k' in %")
-    limit: str | int | None = Field(default=None, description="queue limit: 100pkt or 64kb")
-    up_rate: params.Rate(RATE_MIN_BPS, RATE_MAX_BPS) | None = None  # type: ignore[valid-type]
-    up_delay: params.Duration(0.0, DELAY_MAX_S) | None = None  # type: ignore[valid-type]
-    up_jitter: params.Duration(0.0, JITTER_MAX_S) | None = None  # type: ignore[valid-type]
-    up_loss: params.Percent() | None = None  # type: ignore[valid-type]
-    # Not "trace": thinclient_tcp's ``trace`` is the captured traffic it replays, and a name keeps
-    # one meaning across job types (tests/workers/test_link_field_meanings.py).
-    link_trace: str | None = Field(
-        default=None,
-        description="a Mahimahi trace replayed as both directions' capacity instead of a rate: a name "
-        "from the lab's trace library (qoelab link trace info)",
-    )
-    up_link_trace: str | None = Field(default=None, description="the client -> server direction's trace")
-    mtu: int = Field(default=1500, ge=MTU_MIN, le=MTU_MAX)
-    # TCP in both namespaces (qoelab.emulation.tcp). A worker offers an algorithm when its kernel
-    # does (capability tcp_cc.<name>), so the pattern only keeps the name a name.
-    tcp_cc: str = Field(
-        default=DEFAULT_CC,
-        description="TCP congestion control in both namespaces: any the worker's kernel offers "
-        "(reno, cubic, bbr, ...); the thesis used cubic (ch. 4) and NewReno = reno (ch. 2)",
-    )
-    tcp_sack: bool = Field(default=True, description="TCP selective acknowledgements (net.ipv4.tcp_sack)")
-    tcp_rmem_max: params.Bytes(BUFFER_MIN, BUFFER_MAX) | None = Field(  # type: ignore[valid-type]
-        default=None,
-        description="receive buffer ceiling (tcp_rmem max, e.g. 512kb); empty = twice the path's BDP",
-    )
-    tcp_wmem_max: params.Bytes(BUFFER_MIN, BUFFER_MAX) | None = Field(  # type: ignore[valid-type]
-        default=None,
-        description="send buffer ceiling (tcp_wmem max, e.g. 512kb); empty = twice the path's BDP",
-    )
-    rto_min: params.Duration(RTO_MIN_MIN_S, RTO_MIN_MAX_S) | None = Field(  # type: ignore[valid-type]
-        default=None, description="minimum retransmission timeout (route option); empty = the kernel's 200ms"
-    )
-
-    @field_validator("limit", "gemodel")
-    @classmethod
-    def _parses_within_bounds(cls, value: object, info: Any) -> object:
-        """The queue limit and the loss model are checked at submit, with the worker's own parsers
-        and bounds: ``-1`` or ``99999999999999999999pkt`` were accepted and failed on the worker."""
-        if value in (None, ""):
-            return value
-        name = info.field_name
-        try:
-            fields = parse_limit(value, name) if name == "limit" else {"gemodel": parse_gemodel(value, name)}
-            Direction(**fields).validate("")
-        except ParameterError as err:
-            raise ValueError(err.message) from None
-        return value
-
-    @field_validator("link_trace", "up_link_trace")
-    @classmethod
-    def _trace_loads(cls, value: str | None, info: Any) -> str | None:
-        """A trace is read and checked at submit: a bad line is refused here, naming it. Only the
-        library's names: a path would let a sweep read (and echo in errors) any file of a worker.
-        A rate set for the same direction is refused with it; a job type's default rate (a paper's
-        10 Mbit/s, say) gives way to the trace (``link_rates``)."""
-        if value in (None, ""):
-            return None
-        try:
-            traces.load_cached(traces.resolve(value, library_only=True))
-        except traces.TraceError as err:
-            raise ValueError(str(err)) from None
-        rate_field = "rate" if info.field_name == "link_trace" else "up_rate"
-        rate = info.data.get(rate_field)
-        if rate is not None and rate != cls._default_rate(rate_field):
-            raise ValueError(
-                "give a rate or a trace for this direction, not both "
-                f"({rate_field} is {format_rate(rate)}/s; leave it empty)"
-            )
-        return value
-
-    @classmethod
-    def _default_rate(cls, name: str) -> float | None:
-        default = cls.model_fields[name].default
-        return None if default in (None, "") else parse_rate(default, name)
-
-    def link_rates(self) -> dict[str, Any]:
-        """``rate``, ``up_rate``, ``trace`` and ``up_trace`` for ``LinkProfile.parse``: a traced
-        direction's rate is the trace (its default rate left out)."""
-        return {
-            "rate": None if self.link_trace else self.rate,
-            "up_rate": None if self.up_link_trace else self.up_rate,
-            "trace": self.link_trace,
-            "up_trace": self.up_link_trace,
-        }
-
-    @field_validator("tcp_cc")
-    @classmethod
-    def _cc_is_a_name(cls, value: str) -> str:
-        if not is_cc_name(value):
-            raise ValueError(f"must be a congestion control name such as cubic or reno, got {value!r}")
-        return value
-
-    def tcp_settings(self) -> TcpSettings:
-        return TcpSettings(
-            cc=self.tcp_cc,
-            sack=self.tcp_sack,
-            rmem_max=None if self.tcp_rmem_max is None else int(self.tcp_rmem_max),
-            wmem_max=None if self.tcp_wmem_max is None else int(self.tcp_wmem_max),
-            rto_min_s=self.rto_min,
-        ).validate()
-
-    def to_profile(self, seed: int = 1) -> LinkProfile:
-        return LinkProfile.parse(
-            **self.link_rates(),
-            delay=self.delay,
-            jitter=self.jitter,
-            loss=self.loss,
-            jitter_dist=self.jitter_dist,
-            reorder=self.reorder,
-            gemodel=self.gemodel,
-            limit=self.limit,
-            up_delay=self.up_delay,
-            up_jitter=self.up_jitter,
-            up_loss=self.up_loss,
-            mtu=self.mtu,
-            seed=seed,
-            tcp=self.tcp_settings(),
-        )

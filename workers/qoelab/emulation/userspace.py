@@ -54,6 +54,7 @@ class Direction(Protocol):
     limit_bytes: int | None
     queue: str
     trace: str | None
+    outage: tuple[float, float] | None
 
 
 class Profile(Protocol):
@@ -125,6 +126,10 @@ def direction_spec(d: Direction, name: str) -> str:
         parts.append(f"limit={int(check('limit_pkts', d.limit_pkts, 1, 1e7))}")
     if d.limit_bytes is not None:
         parts.append(f"limit_bytes={int(check('limit_bytes', d.limit_bytes, 64, 1e11))}")
+    outage = getattr(d, "outage", None)
+    if outage is not None:
+        on, off = (check("outage", x, 0.001, 86400.0) for x in outage)
+        parts.append(f"outage={_num(on)}:{_num(off)}")
     trace = getattr(d, "trace", None)
     if trace is not None:
         if d.rate_bps:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from qoelab import params as p
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.jobtype import ChartSpec, JobType, Metric, TrialContext, TrialResult
 
 MIN_DURATION_S = 1.0

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from qoelab import params as p
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.errors import QoelabError
 from qoelab.jobs.rd_qoe import PROTOCOL_CAPS
 from qoelab.jobtype import Cleanup, JobType, Metric, TrialContext, TrialResult

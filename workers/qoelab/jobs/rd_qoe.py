@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
 from qoelab import params as p
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.estimate import Estimate
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, TrialContext, TrialResult
 from qoelab.rd.flows import classification_metrics, classify_capture

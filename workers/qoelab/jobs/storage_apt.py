@@ -17,15 +17,9 @@ from pydantic import Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.apt.controller import AptConfig
 from qoelab.apt.trial import Interval, run_modes, step_sample_values
-from qoelab.emulation.profile import (
-    BUFFER_MAX,
-    BUFFER_MIN,
-    DEFAULT_LIMIT_PKTS,
-    DELAY_MAX_S,
-    RATE_MAX_BPS,
-    RATE_MIN_BPS,
-    LinkParams,
-)
+from qoelab.emulation.linkparams import LinkParams
+from qoelab.emulation.profile import DEFAULT_LIMIT_PKTS, DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS
+from qoelab.emulation.tcp import BUFFER_MAX, BUFFER_MIN
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult

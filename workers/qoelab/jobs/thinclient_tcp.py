@@ -18,7 +18,8 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from qoelab import params as p
-from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, LinkParams, LinkProfile
+from qoelab.emulation.linkparams import LinkParams
+from qoelab.emulation.profile import DELAY_MAX_S, RATE_MAX_BPS, RATE_MIN_BPS, LinkProfile
 from qoelab.emulation.tcp import TcpSettings
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate

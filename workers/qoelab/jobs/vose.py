@@ -17,7 +17,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from qoelab import params as p
-from qoelab.emulation.profile import RATE_MAX_BPS, RATE_MIN_BPS, LinkParams
+from qoelab.emulation.linkparams import LinkParams
+from qoelab.emulation.profile import RATE_MAX_BPS, RATE_MIN_BPS
 from qoelab.errors import ParameterError
 from qoelab.estimate import Estimate
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, Sample, SeriesPoint, TrialContext, TrialResult
