@@ -19,7 +19,7 @@ from experiments import jobtypes
 from experiments.archiving import filter_archived
 from experiments.choices import TrialStatus
 from experiments.models import Sweep, Trial
-from qoelab.emulation.profile import LinkParams
+from qoelab.emulation.linkparams import LinkParams
 from qoelab.errors import ParameterError
 from qoelab.units import parse_duration, parse_percent, parse_rate
 from ratings import screening as screening_settings
