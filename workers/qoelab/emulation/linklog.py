@@ -55,11 +55,7 @@ def direction_log(records: np.ndarray, trace: traces.Trace, t0_ns: int, delay_s:
         w = None if weights is None else weights[keep]
         return np.bincount(ms[keep] - start, weights=w, minlength=n)[:n]
 
-    # The trace's opportunities over as many loops as the log spans.
-    period = trace.period_ms
-    loops = range(start // period, (end - 1) // period + 1)
-    opp = np.concatenate([loop * period + trace.times_ms for loop in loops])
-    offered = bins(opp[(opp >= start) & (opp < end)]) * traces.PACKET_BYTES
+    offered = bins(trace.opportunities_ms(start, end).astype(np.int64)) * traces.PACKET_BYTES
     delivered = bins(out_ms, fwd["ip_len"].astype(np.int64))
     wait_ms = (out_ns - fwd["arrival_ns"]) / 1e6
     left = bins(out_ms)

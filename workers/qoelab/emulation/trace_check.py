@@ -111,8 +111,9 @@ def _direction(link: EmulatedLink, name: str, duration_s: float, t0_ns: int) -> 
     edges_ns = (first + np.arange(nbins + 1) * BIN_S) * 1e9
     got, _ = np.histogram(np.array(stamps, dtype=np.int64), bins=edges_ns)
     # The opportunities the trace offered in the same bins (their time + delay on that clock).
-    times_ns = _opportunities_ns(trace, t0_ns, edges_ns[0] - d.delay_s * 1e9, edges_ns[-1] - d.delay_s * 1e9)
-    offered, _ = np.histogram(times_ns + d.delay_s * 1e9, bins=edges_ns)
+    shift_ns = t0_ns + d.delay_s * 1e9  # an opportunity at trace time t arrives at t0 + t + delay
+    times_ms = trace.opportunities_ms((edges_ns[0] - shift_ns) / 1e6, (edges_ns[-1] - shift_ns) / 1e6)
+    offered, _ = np.histogram(times_ms * 1e6 + shift_ns, bins=edges_ns)
     keep = 1 - d.mean_loss_pct() / 100
     span = nbins * BIN_S
     delivered_bps = float(got.sum()) * link.profile.mtu * 8 / span
@@ -138,18 +139,6 @@ def _direction(link: EmulatedLink, name: str, duration_s: float, t0_ns: int) -> 
         "received": len(stamps),
         "ok": bool(ok),
     }
-
-
-def _opportunities_ns(trace: traces.Trace, t0_ns: int, lo_ns: float, hi_ns: float) -> np.ndarray:
-    """The times (ns, monotonic) of the trace's opportunities in [lo, hi), over as many loops as
-    that takes."""
-    period_ns = trace.period_ms * 1_000_000
-    first_loop = int((lo_ns - t0_ns) // period_ns)
-    last_loop = int((hi_ns - t0_ns) // period_ns)
-    base = trace.times_ms.astype(np.int64) * 1_000_000
-    out = [t0_ns + loop * period_ns + base for loop in range(max(first_loop, 0), last_loop + 1)]
-    times = np.concatenate(out) if out else np.array([], dtype=np.int64)
-    return times[(times >= lo_ns) & (times < hi_ns)]
 
 
 def check_traces(link: EmulatedLink, duration_s: float | None = None) -> dict[str, Any]:

@@ -65,6 +65,14 @@ class Trace:
         counts, _ = np.histogram(self.times_ms, bins=edges)
         return counts * PACKET_BYTES * 8 / (window_ms / 1000)
 
+    def opportunities_ms(self, lo_ms: float, hi_ms: float) -> np.ndarray:
+        """The times (ms from the trace's start) of its opportunities in [lo, hi), over as many
+        loops as the window spans."""
+        period = self.period_ms
+        loops = range(max(int(lo_ms // period), 0), int(hi_ms // period) + 1)
+        times = np.concatenate([loop * period + self.times_ms for loop in loops]).astype(np.float64)
+        return times[(times >= lo_ms) & (times < hi_ms)]
+
     def gap_ms(self, q: float) -> float:
         """The ``q`` quantile of the time from one opportunity to the next (ms; 0 within a burst)."""
         gaps = np.diff(self.times_ms)
