@@ -2,7 +2,7 @@
 
 from django.urls import URLPattern, URLResolver, path
 
-from dashboard import compare, lifecycle, views
+from dashboard import compare, lifecycle, traces, views
 
 app_name = "dashboard"
 urlpatterns: list[URLPattern | URLResolver] = [
@@ -17,6 +17,7 @@ urlpatterns: list[URLPattern | URLResolver] = [
     path("sweeps/<int:pk>/trials/", views.sweep_trials, name="sweep_trials"),
     path("sweeps/<int:pk>/chart.json", views.sweep_chart, name="sweep_chart"),
     path("compare/", compare.compare_page, name="compare"),
+    path("traces/", traces.link_traces_page, name="link_traces"),
     path("compare/chart.json", compare.compare_chart, name="compare_chart"),
     path("sweeps/<int:pk>/cancel/", views.sweep_cancel, name="sweep_cancel"),
     path("sweeps/<int:pk>/delete/", lifecycle.sweep_delete, name="sweep_delete"),

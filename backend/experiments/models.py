@@ -256,3 +256,32 @@ class Trial(models.Model):
             "reason": reason,
         }
         return [*list(self.attempt_log or []), entry]
+
+
+class LinkTrace(models.Model):
+    """A link trace a researcher uploaded (Mahimahi's format, ``qoelab.emulation.traces``), which
+    sweeps name as ``upload:<id>`` in ``link_trace``/``up_link_trace``. Checked when uploaded; the
+    text is kept as sent, so its SHA-256 is the one every trial's provenance records."""
+
+    objects = owned_by("owner").as_manager()
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="link_traces")
+    name = models.CharField(max_length=100, help_text="a file name: letters, digits, '.', '_', '-'")
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    lines = models.PositiveIntegerField()
+    period_ms = models.PositiveBigIntegerField()
+    mean_bps = models.FloatField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "sha256"], name="linktrace_unique_owner_sha256")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.ref} ({self.name})"
+
+    @property
+    def ref(self) -> str:
+        return f"upload:{self.pk}"

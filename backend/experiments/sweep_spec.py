@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from pydantic import BaseModel
 
-from experiments import jobtypes
+from experiments import jobtypes, link_traces
 from experiments.choices import SweepOrder
 from experiments.models import Experiment, Trial
 from experiments.signals import capture_input_named
@@ -283,7 +283,11 @@ def check_values(s: SweepSpec) -> list[tuple[dict[str, Any], dict[str, Any], lis
     """Validate every value, then every grid point; return (params, resolved, requires) per point."""
     model: type[BaseModel] = s.job.params
     keys = list(s.grid)
-    errors = _value_errors(s.job, s.grid, s.fixed) or _capture_errors(s)
+    errors = (
+        _value_errors(s.job, s.grid, s.fixed)
+        or _capture_errors(s)
+        or link_traces.ref_errors(set(model.model_fields), s.grid, s.fixed, s.user)
+    )
     if errors:
         raise SpecError(errors)
     seen: set[tuple[str, str]] = set()

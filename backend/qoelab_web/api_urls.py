@@ -24,6 +24,11 @@ worker_protocol = [
         result_calls.CaptureInputView.as_view(),
         name="host-trial-capture",
     ),
+    path(
+        "hosts/trials/<int:trial_id>/link-traces/<int:trace_id>/",
+        trial_calls.LinkTraceInputView.as_view(),
+        name="host-trial-link-trace",
+    ),
     path("hosts/trials/<int:trial_id>/live/", live_calls.LiveReportView.as_view(), name="host-trial-live"),
     path("hosts/trials/<int:trial_id>/finish/", result_calls.FinishView.as_view(), name="host-trial-finish"),
 ]

@@ -72,6 +72,26 @@ def test_a_real_worker_runs_a_link_check_and_the_result_appears_in_the_api(lab_s
     assert f"trial={trial['id']}" in text and "succeeded" in text
 
 
+def test_a_trace_uploaded_to_the_backend_is_fetched_by_the_worker_and_replayed(lab_stack: Any) -> None:
+    """``upload:N``: the worker fetches the researcher's trace over the worker protocol and the trial
+    records its name and checksum (issue 37)."""
+    api = lab_stack.api()
+    text = "".join(f"{ms}\n" for ms in range(1, 1001))  # one opportunity per ms for 1 s: 12 Mbit/s
+    trace = api.post("/api/link-traces/", {"name": "steady-12mbit.trace", "text": text}, "uploading a trace")
+    spec = _spec("uploaded trace")
+    spec["grid"] = {"link_trace": [trace["ref"]]}
+    sweep = api.post("/api/sweeps/", spec, "creating the sweep")
+    done = lab_stack.wait_for("the sweep to finish", lambda: _sweep_done(lab_stack, sweep["id"]), timeout=150)
+    (trial,) = _trials(lab_stack, sweep["id"])
+    assert done["progress"]["counts"]["succeeded"] == 1, (trial["error"], lab_stack.worker.log_tail())
+    detail = api.get(f"/api/trials/{trial['id']}/")
+    configured = detail["link"]["configured"]
+    assert configured["trace"] == "steady-12mbit.trace" and configured["trace_sha256"] == trace["sha256"]
+    assert detail["link"]["link"]["traces"]["down"]["sha256"] == trace["sha256"]
+    assert 0.6 * 12e6 <= detail["summary"]["tcp_down_bps"] <= 1.02 * 12e6, detail["summary"]
+    assert "link_log.json" in {a["name"] for a in detail["artifacts"]}
+
+
 def test_sweep_run_wait_shows_progress_and_exits_zero_when_every_trial_succeeded(
     lab_stack: Any, tmp_path: Path
 ) -> None:

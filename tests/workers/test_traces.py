@@ -132,3 +132,34 @@ def test_the_trace_link_examples_are_valid_sweeps_over_library_traces(example):
         params = validate_params(job.params, {**body["fixed"], **dict(zip(body["grid"], combo, strict=True))})
         profile = params.to_profile()
         assert profile.down.trace is not None and profile.down.rate_bps is None
+
+
+def test_an_uploaded_trace_is_found_by_its_ref_once_fetched(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qoelab.emulation.linkparams import LinkParams
+
+    monkeypatch.setenv(traces.UPLOADS_ENV, str(tmp_path))
+    with pytest.raises(traces.TraceError, match="has not fetched that uploaded trace"):
+        traces.resolve("upload:7")
+    # Accepted at submit without the file (the backend checks the ref is the researcher's) ...
+    params = LinkParams(link_trace="upload:7", delay="10ms")
+    with pytest.raises(Exception, match="has not fetched"):
+        params.to_profile()
+    # ... and replayed once the worker has fetched it, under its own name.
+    text = "".join(f"{ms}\n" for ms in range(1, 11))
+    path = traces.store_upload("upload:7", "train.down", text)
+    assert path == tmp_path / "upload-7" / "train.down"
+    assert traces.resolve("upload:7") == str(path)
+    profile = params.to_profile()
+    assert profile.trace_provenance()["down"] == {"name": "train.down", "sha256": traces.parse(text).sha256}
+    # A new fetch of the same id replaces what was kept (ids belong to one backend's database).
+    traces.store_upload("upload:7", "other.trace", text + "12\n")
+    assert [p.name for p in (tmp_path / "upload-7").iterdir()] == ["other.trace"]
+    with pytest.raises(traces.TraceError, match="line 2: 1 comes after 5"):
+        traces.store_upload("upload:8", "bad.trace", "5\n1\n")
+    for ref, name in (("upload:x", "a.trace"), ("upload:9", "../a.trace"), ("upload:9", ".hidden")):
+        with pytest.raises(traces.TraceError, match="not an uploaded trace's reference and file name"):
+            traces.store_upload(ref, name, text)
+    with pytest.raises(ValueError, match="no such trace in the lab's library .*or upload:N"):
+        LinkParams(link_trace="/etc/passwd")

@@ -18,7 +18,10 @@
  * With `prio=1` a direction's rate stage is instead a real two-class queue (two FIFOs and a
  * "busy until" time) served at service time: DSCP EF packets first, non-preemptive, one shared
  * packet/byte limit, and a high packet pushes low ones out of the tail when the buffer is full.
- * The FIFO path (prio=0) is untouched by it.  `--records-up/--records-down PATH` write one
+ * `qdisc=drophead|codel|pie` use the same served queue with one FIFO: drop-head makes room by
+ * dropping the oldest waiting packet, CoDel (RFC 8289) drops at dequeue and PIE (RFC 8033) at
+ * enqueue (linkemu_aqm.c).  The FIFO path (prio=0, qdisc=fifo) is untouched by them.
+ * `--records-up/--records-down PATH` write one
  * 48-byte record per packet (rec_t in linkemu.h; docs/emulation.md has the table).
  *
  * Protocol with the driver: prints `ready` on stdout once both devices exist;
@@ -34,7 +37,8 @@
  *
  * Files: linkemu.h (constants, types, the per packet inline helpers, what the files share),
  * linkemu_queue.c (the packet path per direction: slot pool, delay-line heap, loss and
- * jitter, parsing and records, FIFO and prio queues, reading and writing packets),
+ * jitter, parsing and records, the FIFO and the served queue, reading and writing packets),
+ * linkemu_aqm.c (CoDel's and PIE's drop decisions), linkemu_trace.c (trace links, outages),
  * linkemu_setup.c (errors, stats lines, signals, TUN devices in namespaces, arguments,
  * per direction initial state) and this file (main: setup order and the event loop).
  */
@@ -61,6 +65,7 @@ int main(int argc, char **argv)
 	if (o.downrec)
 		down.rec = open_records(o.downrec);
 	g_slot_size = ((size_t)o.mtu + 64 + 63) & ~(size_t)63;
+	g_mtu = (uint32_t)o.mtu;
 	const int rt_prio = o.rt_prio;
 	const int64_t spin_ns = o.spin_ns;
 
@@ -124,10 +129,10 @@ int main(int argc, char **argv)
 
 	while (!g_stop) {
 		int64_t t = now_ns();
-		if (up.cfg.prio)
-			prio_service(&up, t);
-		if (down.cfg.prio)
-			prio_service(&down, t);
+		if (is_served(&up.cfg))
+			served_service(&up, t);
+		if (is_served(&down.cfg))
+			served_service(&down, t);
 		send_due(&up, t);
 		send_due(&down, t);
 		if (g_dump) {
@@ -146,13 +151,13 @@ int main(int argc, char **argv)
 		if (down.heap_n && down.heap[0].depart < next)
 			next = down.heap[0].depart;
 		/* A waiting packet's service start is a deadline too: it decides what departs next. */
-		if (up.cfg.prio) {
-			int64_t s = prio_next_start(&up);
+		if (is_served(&up.cfg)) {
+			int64_t s = served_next_start(&up);
 			if (s < next)
 				next = s;
 		}
-		if (down.cfg.prio) {
-			int64_t s = prio_next_start(&down);
+		if (is_served(&down.cfg)) {
+			int64_t s = served_next_start(&down);
 			if (s < next)
 				next = s;
 		}

@@ -97,6 +97,10 @@ static inline double rng_normal(rng_t *r)
 /* Configuration and state per direction.                                    */
 
 enum { DIST_UNIFORM = 0, DIST_NORMAL = 1 };
+/* qdisc=: the queue in front of the rate stage.  Q_FIFO is the virtual FIFO (drop-tail, each
+ * departure fixed at arrival); the others are real queues served at service time
+ * (linkemu_queue.c, "served"), with the drop decisions of linkemu_aqm.c. */
+enum { Q_FIFO = 0, Q_DROPHEAD = 1, Q_CODEL = 2, Q_PIE = 3 };
 
 typedef struct {
 	double rate_bps; /* 0 = unlimited */
@@ -110,6 +114,10 @@ typedef struct {
 	long limit_pkts;  /* 0 = none */
 	long limit_bytes; /* 0 = none */
 	int prio;         /* two-class strict-priority queue instead of the virtual FIFO */
+	int qdisc;        /* Q_*: drop-tail FIFO, drop-head, CoDel (RFC 8289) or PIE (RFC 8033) */
+	/* CoDel: target and interval; PIE: QDELAY_REF (target), T_UPDATE (interval) and MAX_BURST.
+	 * 0 = the RFC's default, filled in by spec_parse. */
+	int64_t aqm_target_ns, aqm_interval_ns, aqm_burst_ns;
 	/* trace=PATH: delivery opportunities at these ms times (non-decreasing), looping at the last,
 	 * instead of rate_bps (linkemu_trace.c) */
 	int64_t *trace_ms;
@@ -120,6 +128,9 @@ typedef struct {
 	int64_t on_ns, off_ns;
 } dir_cfg_t;
 
+/* Whether a direction's queue is a real one served at service time (prio, drop-head, the AQMs). */
+static inline int is_served(const dir_cfg_t *c) { return c->prio || c->qdisc != Q_FIFO; }
+
 /* Whether a direction has a rate stage (and so a queue): a constant rate, a trace or an outage. */
 static inline int has_rate_stage(const dir_cfg_t *c)
 {
@@ -129,7 +140,15 @@ static inline int has_rate_stage(const dir_cfg_t *c)
 /* One packet record, written as is (little-endian, 48 bytes; records.py mirrors it).  The
  * explicit padding keeps the layout independent of the compiler. */
 enum { CLS_HIGH = 0, CLS_LOW = 1 };
-enum { FATE_FORWARDED = 0, FATE_TAILDROP = 1, FATE_LOSS = 2, FATE_PUSHED_OUT = 3, FATE_OTHER = 4 };
+enum {
+	FATE_FORWARDED = 0,
+	FATE_TAILDROP = 1,
+	FATE_LOSS = 2,
+	FATE_PUSHED_OUT = 3,
+	FATE_OTHER = 4,
+	FATE_HEADDROP = 5, /* qdisc=drophead: the oldest waiting packet, to make room */
+	FATE_AQM = 6,      /* dropped by CoDel (at dequeue) or PIE (at enqueue) */
+};
 
 typedef struct {
 	int64_t arrival_ns;
@@ -203,6 +222,15 @@ typedef struct {
 	int64_t busy_until;
 	uint32_t svc_len;
 	uint64_t pushed_out, queue_drops_high, rx_cls[2], served_cls[2];
+	/* qdisc=codel (RFC 8289's state variables) */
+	int64_t cd_first_above, cd_drop_next;
+	uint32_t cd_count, cd_lastcount;
+	int cd_dropping;
+	/* qdisc=pie (RFC 8033's): the probability, the latency now and at the last update, the
+	 * next update's time and the burst allowance left */
+	double pie_p;
+	int64_t pie_qdelay, pie_qdelay_old, pie_next_update, pie_burst_left;
+	uint64_t head_drops, aqm_drops;
 	/* --records-*: NULL when off, so the packet path pays one pointer test */
 	FILE *rec;
 	uint64_t records;
@@ -214,8 +242,10 @@ typedef struct {
 	int64_t late_max;
 } dir_t;
 
-/* Size of one slot (MTU + headroom, cache-line aligned); set once in main before any packet. */
+/* Size of one slot (MTU + headroom, cache-line aligned) and the MTU; set once in main before
+ * any packet. */
 extern size_t g_slot_size;
+extern uint32_t g_mtu;
 /* Set by the signal handler (linkemu_setup.c), read by the event loop in main. */
 extern volatile sig_atomic_t g_stop, g_dump;
 /* Failed record writes, over both directions. */
@@ -265,8 +295,10 @@ void control_line(dir_t *up, dir_t *down, char *line);
 /* ------------------------------------------------------------------------- */
 /* linkemu_queue.c                                                            */
 
-int64_t prio_next_start(dir_t *d);
-void prio_service(dir_t *d, int64_t now);
+int64_t served_next_start(dir_t *d);
+void served_service(dir_t *d, int64_t now);
+void served_drop(dir_t *d, qent_t *e, int fate);
+qent_t served_pop(dir_t *d, int ring);
 void read_side(dir_t *d);
 void send_due(dir_t *d, int64_t t);
 
@@ -277,5 +309,15 @@ int trace_load(dir_cfg_t *c, const char *path, char *err, size_t errlen);
 void trace_start(dir_t *d, int64_t t0);
 int64_t trace_tx_end(dir_t *d, int64_t start, uint32_t len);
 int64_t outage_tx_end(const dir_t *d, int64_t start, int64_t need_ns);
+
+/* ------------------------------------------------------------------------- */
+/* linkemu_aqm.c                                                              */
+
+void aqm_defaults(dir_cfg_t *c);
+void aqm_start(dir_t *d, int64_t t0);
+int codel_take(dir_t *d, int64_t now, qent_t *out);
+int pie_drop_early(dir_t *d, int64_t t, uint64_t qbytes);
+void pie_dequeued(dir_t *d, int64_t sojourn, int empty);
+void pie_catch_up(dir_t *d, int64_t t);
 
 #endif

@@ -1,8 +1,9 @@
 /*
  * linkemu_queue.c: the per-direction packet path of linkemu (see linkemu.c): the slot pool,
  * the delay line's heap, loss and jitter draws, packet parsing and per-packet records, the
- * FIFO rate stage and the two-class priority queue (prio=1), reading packets in and writing
- * them out when due.
+ * FIFO rate stage and the served queue (prio=1 and qdisc=drophead|codel|pie: packets wait in
+ * real rings and start serialisation at service time), reading packets in and writing them out
+ * when due.
  */
 #include "linkemu.h"
 
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 size_t g_slot_size;
+uint32_t g_mtu;
 uint64_t rec_errors;
 
 /* ------------------------------------------------------------------------- */
@@ -192,7 +194,8 @@ static uint64_t fifo_backlog(dir_t *d, int64_t t)
 	return d->txq_bytes;
 }
 
-/* ---- prio=1: two FIFOs served at service time ---------------------------------------- */
+/* ---- The served queue: prio=1 (two FIFOs, EF first) or one FIFO with qdisc=drophead, codel
+ * or pie, served at service time ----------------------------------------------------------- */
 
 static inline qent_t *ring_at(ring_t *q, uint32_t i) { return &q->q[(q->head + i) % q->cap]; }
 
@@ -202,23 +205,27 @@ static inline void ring_push(ring_t *q, const qent_t *e)
 	q->n++;
 }
 
-static inline qent_t ring_pop_head(ring_t *q)
-{
-	qent_t e = q->q[q->head];
-	q->head = (q->head + 1) % q->cap;
-	q->n--;
-	return e;
-}
-
 static inline qent_t ring_pop_tail(ring_t *q)
 {
 	q->n--;
 	return *ring_at(q, q->n);
 }
 
+/* Take the head of ring `ring` out of the queue (its bytes leave the waiting counts). */
+qent_t served_pop(dir_t *d, int ring)
+{
+	ring_t *q = &d->ring[ring];
+	qent_t e = q->q[q->head];
+	q->head = (q->head + 1) % q->cap;
+	q->n--;
+	d->wait_bytes -= e.len;
+	d->wait_cls_bytes[e.r.cls] -= e.len;
+	return e;
+}
+
 /* When the next packet can start serialisation: after the one in service, and not before the
  * earliest waiting packet arrived.  INT64_MAX when nothing waits. */
-int64_t prio_next_start(dir_t *d)
+int64_t served_next_start(dir_t *d)
 {
 	ring_t *hi = &d->ring[CLS_HIGH], *lo = &d->ring[CLS_LOW];
 	int64_t a = INT64_MAX;
@@ -231,22 +238,42 @@ int64_t prio_next_start(dir_t *d)
 	return a > d->busy_until ? a : d->busy_until;
 }
 
+/* When a packet of `len` bytes that starts serialisation at `s` has left the rate stage. */
+static int64_t served_tx_end(dir_t *d, int64_t s, uint32_t len)
+{
+	const dir_cfg_t *c = &d->cfg;
+	if (c->trace_n)
+		return trace_tx_end(d, s, len);
+	int64_t need = c->rate_bps > 0 ? (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps) : 0;
+	return c->off_ns ? outage_tx_end(d, s, need) : s + need;
+}
+
 /* Start every service whose start time s is before `now`.  Strictly before: a packet read at
  * `now` may be high priority and must be able to win a service starting at `now`.  Starts use
- * the virtual time s, not the (slightly later) time of the decision, so the rate stays exact. */
-void prio_service(dir_t *d, int64_t now)
+ * the virtual time s, not the (slightly later) time of the decision, so the rate stays exact,
+ * and CoDel and PIE judge the queue at s too. */
+void served_service(dir_t *d, int64_t now)
 {
 	dir_cfg_t *c = &d->cfg;
 	for (;;) {
-		int64_t s = prio_next_start(d);
+		int64_t s = served_next_start(d);
 		if (s >= now)
 			return;
-		ring_t *hi = &d->ring[CLS_HIGH];
-		ring_t *q = hi->n && hi->q[hi->head].r.arrival_ns <= s ? hi : &d->ring[CLS_LOW];
-		qent_t e = ring_pop_head(q);
-		d->wait_bytes -= e.len;
-		d->wait_cls_bytes[e.r.cls] -= e.len;
-		int64_t tx_end = s + (int64_t)llround((double)e.len * 8.0 * 1e9 / c->rate_bps);
+		qent_t e;
+		if (c->qdisc == Q_CODEL) {
+			/* CoDel may drop every packet that has arrived by s: then the next start is a later
+			 * packet's arrival, or nothing waits. */
+			if (!codel_take(d, s, &e))
+				continue;
+		} else {
+			ring_t *hi = &d->ring[CLS_HIGH];
+			e = served_pop(d, hi->n && hi->q[hi->head].r.arrival_ns <= s ? CLS_HIGH : CLS_LOW);
+		}
+		if (c->qdisc == Q_PIE) {
+			pie_catch_up(d, s);
+			pie_dequeued(d, s - e.r.arrival_ns, d->ring[CLS_LOW].n == 0);
+		}
+		int64_t tx_end = served_tx_end(d, s, e.len);
 		d->busy_until = tx_end;
 		d->svc_len = e.len;
 		d->served_cls[e.r.cls]++;
@@ -275,7 +302,8 @@ static inline int fits(const dir_cfg_t *c, uint64_t pkts, uint64_t bytes, uint32
 	       !(c->limit_bytes > 0 && bytes + len > (uint64_t)c->limit_bytes);
 }
 
-static void prio_drop(dir_t *d, qent_t *e, int fate)
+/* A packet leaves the queue without being served: its record (when records are on) and slot. */
+void served_drop(dir_t *d, qent_t *e, int fate)
 {
 	if (d->rec) {
 		e->r.fate = (uint8_t)fate;
@@ -284,7 +312,7 @@ static void prio_drop(dir_t *d, qent_t *e, int fate)
 	slot_free(d, e->slot);
 }
 
-static void prio_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
+static void served_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 {
 	dir_cfg_t *c = &d->cfg;
 	qent_t e = {.slot = slot, .len = len};
@@ -294,19 +322,21 @@ static void prio_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 	d->rx_cls[e.r.cls]++;
 
 	/* Start what should have started before this packet came, so it sees the queue as of t. */
-	prio_service(d, t);
+	served_service(d, t);
 	int busy = d->busy_until > t;
 	ring_t *lo = &d->ring[CLS_LOW];
 	uint64_t qpkts = d->ring[CLS_HIGH].n + lo->n + (uint64_t)busy;
 	uint64_t qbytes = d->wait_bytes + (busy ? d->svc_len : 0);
 	e.r.backlog_bytes = clamp_u32(qbytes);
+	/* One ring unless prio: drop-head and the AQMs keep arrival order whatever the class. */
+	int ring = c->prio ? e.r.cls : CLS_LOW;
 
 	if (lose_packet(d)) {
 		d->loss_drops++;
-		prio_drop(d, &e, FATE_LOSS);
+		served_drop(d, &e, FATE_LOSS);
 		return;
 	}
-	if (!fits(c, qpkts, qbytes, len) && e.r.cls == CLS_HIGH) {
+	if (!fits(c, qpkts, qbytes, len) && c->prio && e.r.cls == CLS_HIGH) {
 		/* Push out low packets from the tail (never the one in service), but only when that
 		 * makes room: destroying low packets and then dropping the high one helps nobody. */
 		if (fits(c, qpkts - lo->n, qbytes - d->wait_cls_bytes[CLS_LOW], len)) {
@@ -317,7 +347,20 @@ static void prio_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 				d->wait_bytes -= v.len;
 				d->wait_cls_bytes[CLS_LOW] -= v.len;
 				d->pushed_out++;
-				prio_drop(d, &v, FATE_PUSHED_OUT);
+				served_drop(d, &v, FATE_PUSHED_OUT);
+			}
+		}
+	}
+	if (!fits(c, qpkts, qbytes, len) && c->qdisc == Q_DROPHEAD) {
+		/* Drop from the head (the oldest waiting packet, never the one in service) until the new
+		 * one fits, when emptying the waiting room would make it fit at all. */
+		if (fits(c, qpkts - lo->n, qbytes - d->wait_bytes, len)) {
+			while (!fits(c, qpkts, qbytes, len)) {
+				qent_t v = served_pop(d, CLS_LOW);
+				qpkts--;
+				qbytes -= v.len;
+				d->head_drops++;
+				served_drop(d, &v, FATE_HEADDROP);
 			}
 		}
 	}
@@ -325,10 +368,15 @@ static void prio_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 		d->queue_drops++;
 		if (e.r.cls == CLS_HIGH)
 			d->queue_drops_high++;
-		prio_drop(d, &e, FATE_TAILDROP);
+		served_drop(d, &e, FATE_TAILDROP);
 		return;
 	}
-	ring_push(&d->ring[e.r.cls], &e);
+	if (c->qdisc == Q_PIE && pie_drop_early(d, t, qbytes)) {
+		d->aqm_drops++;
+		served_drop(d, &e, FATE_AQM);
+		return;
+	}
+	ring_push(&d->ring[ring], &e);
 	d->wait_bytes += len;
 	d->wait_cls_bytes[e.r.cls] += len;
 	if (qpkts + 1 > d->max_backlog_pkts)
@@ -341,8 +389,8 @@ static void prio_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 {
 	dir_cfg_t *c = &d->cfg;
-	if (c->prio) {
-		prio_arrival(d, slot, len, t);
+	if (is_served(c)) {
+		served_arrival(d, slot, len, t);
 		return;
 	}
 	/* Records only: the FIFO decisions below are the calibrated ones and do not read `r`. */
@@ -428,7 +476,7 @@ static void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t
 {
 	rec_t r;
 	parse_packet(p, len, t, &r);
-	if (d->cfg.prio) {
+	if (is_served(&d->cfg)) {
 		int busy = d->busy_until > t;
 		r.backlog_bytes = clamp_u32(d->wait_bytes + (busy ? d->svc_len : 0));
 	} else if (has_rate_stage(&d->cfg)) {

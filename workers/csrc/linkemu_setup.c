@@ -58,6 +58,8 @@ static double late_quantile_us(dir_t *d, double q)
 	return (double)LATE_BUCKETS;
 }
 
+static const char *const qdisc_names[] = {"fifo", "drophead", "codel", "pie"};
+
 static void print_dir(FILE *f, dir_t *d)
 {
 	fprintf(f,
@@ -71,14 +73,16 @@ static void print_dir(FILE *f, dir_t *d)
 		",\"rx_high_packets\":%" PRIu64 ",\"rx_low_packets\":%" PRIu64
 		",\"tx_high_packets\":%" PRIu64 ",\"tx_low_packets\":%" PRIu64
 		",\"records\":%" PRIu64 ",\"record_errors\":%" PRIu64
-		",\"trace_t0_ns\":%lld,\"trace_opportunities\":%" PRIu64 "}",
+		",\"trace_t0_ns\":%lld,\"trace_opportunities\":%" PRIu64
+		",\"qdisc\":\"%s\",\"dropped_head\":%" PRIu64 ",\"dropped_aqm\":%" PRIu64
+		",\"pie_drop_prob\":%.6f}",
 		d->name, d->rx_pkts, d->rx_bytes, d->tx_pkts, d->tx_bytes, d->loss_drops, d->queue_drops,
 		d->overflow_drops, d->oversize_drops, d->tx_errors, d->heap_n, d->max_backlog_pkts,
 		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
 		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
 		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
 		d->records, rec_errors, (long long)(d->cfg.trace_n || d->cfg.off_ns ? d->tr_t0 : 0),
-		d->cfg.trace_n ? d->tr_k : 0);
+		d->cfg.trace_n ? d->tr_k : 0, qdisc_names[d->cfg.qdisc], d->head_drops, d->aqm_drops, d->pie_p);
 }
 
 void print_stats(dir_t *up, dir_t *down, const char *event)
@@ -191,6 +195,9 @@ static void usage(void)
 	      "  reorder=0|1  loss=PERCENT  ge=P:R:H:K (percent, as netem `loss gemodel p r 1-h 1-k`)\n"
 	      "  limit=PACKETS  limit_bytes=BYTES (rate queue; default 1000 packets when rate is set)\n"
 	      "  prio=0|1 (1: two strict-priority classes, DSCP EF first, sharing the limit; needs rate)\n"
+	      "  qdisc=fifo|drophead|codel|pie (the queue; not fifo: needs rate, trace or outage)\n"
+	      "  target=S interval=S (CoDel: 0.005, 0.1; PIE: QDELAY_REF 0.015, T_UPDATE 0.015)\n"
+	      "  max_burst=S (PIE: 0.15)\n"
 	      "  trace=PATH (Mahimahi trace: a 1500-byte opportunity per ms line, looping; not with rate)\n"
 	      "  outage=ON:OFF (seconds: a periodic schedule; nothing is served while off; not with trace)\n"
 	      "--records-up PATH, --records-down PATH: one 48-byte record per packet of that direction\n",
@@ -289,6 +296,24 @@ int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t er
 			NUM(k, v, 0, 1e11, c->limit_bytes);
 		else if (!strcmp(k, "prio"))
 			NUM(k, v, 0, 1, c->prio);
+		else if (!strcmp(k, "qdisc")) {
+			int found = -1;
+			for (int i = 0; i < 4; i++)
+				if (!strcmp(v, qdisc_names[i]))
+					found = i;
+			if (found < 0)
+				FAIL("qdisc=%s: must be fifo, drophead, codel or pie", v);
+			c->qdisc = found;
+		} else if (!strcmp(k, "target") || !strcmp(k, "interval") || !strcmp(k, "max_burst")) {
+			NUM(k, v, 0.0001, 60, x);
+			int64_t ns = (int64_t)llround(x * 1e9);
+			if (k[0] == 't')
+				c->aqm_target_ns = ns;
+			else if (k[0] == 'i')
+				c->aqm_interval_ns = ns;
+			else
+				c->aqm_burst_ns = ns;
+		}
 		else if (!strcmp(k, "trace")) {
 			if (trace_load(c, v, err, errlen))
 				return -1;
@@ -315,6 +340,16 @@ int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t er
 		FAIL("--%s: prio=1 and an outage schedule cannot be combined", which);
 	if (c->prio && c->rate_bps <= 0)
 		FAIL("--%s: prio=1 needs rate>0 (the priority queue feeds the rate limiter)", which);
+	if (c->qdisc != Q_FIFO && c->prio)
+		FAIL("--%s: prio=1 has its own drop rule (push-out); qdisc must stay fifo", which);
+	if (c->qdisc != Q_FIFO && !has_rate_stage(c))
+		FAIL("--%s: qdisc=%s needs a rate, a trace or an outage (the queue is the rate stage's)", which,
+		     qdisc_names[c->qdisc]);
+	if (c->qdisc != Q_CODEL && c->qdisc != Q_PIE && (c->aqm_target_ns || c->aqm_interval_ns))
+		FAIL("--%s: target= and interval= need qdisc=codel or qdisc=pie", which);
+	if (c->qdisc != Q_PIE && c->aqm_burst_ns)
+		FAIL("--%s: max_burst= needs qdisc=pie", which);
+	aqm_defaults(c);
 	return 0;
 }
 
@@ -411,7 +446,7 @@ void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 	d->heap = xcalloc(max_slots + CHUNK_SLOTS, sizeof *d->heap);
 	d->txq = xcalloc(max_slots, sizeof *d->txq);
 	d->late_hist = xcalloc(LATE_BUCKETS, sizeof *d->late_hist);
-	if (d->cfg.prio) {
+	if (is_served(&d->cfg)) {
 		/* every waiting packet holds a slot, so a ring never holds more than max_slots */
 		for (int i = 0; i < 2; i++) {
 			d->ring[i].cap = max_slots;
@@ -420,8 +455,10 @@ void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 	}
 	rng_seed(&d->rng, seed);
 	default_limits(&d->cfg, max_slots);
+	int64_t t0 = now_ns();
 	if (d->cfg.trace_n || d->cfg.off_ns)
-		trace_start(d, now_ns()); /* the trace's (or outage schedule's) time 0: the devices exist */
+		trace_start(d, t0); /* the trace's (or outage schedule's) time 0: the devices exist */
+	aqm_start(d, t0);
 }
 
 /* JSON string body: quotes, backslashes and control characters escaped (errors echo input). */
@@ -461,6 +498,8 @@ void control_line(dir_t *up, dir_t *down, char *line)
 			if (c.prio != d->cfg.prio)
 				snprintf(err, sizeof err, "--%s: prio cannot change while running (%d -> %d)",
 					 which, d->cfg.prio, c.prio);
+			else if (c.qdisc != d->cfg.qdisc)
+				snprintf(err, sizeof err, "--%s: qdisc cannot change while running", which);
 			else if ((c.trace_n || d->cfg.trace_n) &&
 				 (c.trace_n != d->cfg.trace_n || c.trace_period_ms != d->cfg.trace_period_ms ||
 				  memcmp(c.trace_ms, d->cfg.trace_ms, c.trace_n * sizeof *c.trace_ms)))

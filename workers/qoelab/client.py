@@ -251,6 +251,14 @@ class BackendClient(_Http):
             self.check(resp, f"fetching the capture of trial {source_trial}")
         Path(dest).write_bytes(resp.content)
 
+    def fetch_link_trace(self, trial_id: int | str, trace_id: int) -> tuple[str, str]:
+        """(file name, text) of uploaded trace ``trace_id``, which running trial ``trial_id`` names."""
+        resp = self.request("GET", f"/api/hosts/trials/{trial_id}/link-traces/{trace_id}/", idempotent=True,
+                            timeout=UPLOAD_TIMEOUT)  # fmt: skip
+        if resp.status_code >= 400:
+            self.check(resp, f"fetching uploaded trace {trace_id}")
+        return resp.headers.get("X-Trace-Name") or f"upload-{trace_id}.trace", resp.text
+
     def live_report(self, trial_id: int | str, body: dict[str, Any]) -> dict[str, Any]:
         """A live session's report to the backend (its address, its end); the answer says what to do."""
         resp = self.request("POST", f"/api/hosts/trials/{trial_id}/live/", idempotent=True, json=body)

@@ -265,11 +265,16 @@ class JobType:
 
     def trial_requires(self, params: BaseModel) -> frozenset[str]:
         """What a worker must report to run this trial; a link's TCP algorithm is one of them, and a
-        trace link needs the userspace emulator."""
+        trace link, an outage schedule or a queue other than drop-tail need the userspace emulator."""
         from qoelab.emulation.tcp import CC_CAPABILITY_PREFIX
 
         needs = self.requires | (self.requires_for(params) if self.requires_for else frozenset())
-        if getattr(params, "link_trace", None) or getattr(params, "up_link_trace", None):
-            needs |= {"userspace_link"}  # only the userspace emulator replays a trace
+        if (
+            getattr(params, "link_trace", None)
+            or getattr(params, "up_link_trace", None)
+            or getattr(params, "outage", None)
+            or getattr(params, "queue", "fifo") != "fifo"
+        ):
+            needs |= {"userspace_link"}  # only the userspace emulator has them (LinkProfile.needs_userspace)
         cc = getattr(params, "tcp_cc", None)
         return needs | {CC_CAPABILITY_PREFIX + cc} if cc else needs

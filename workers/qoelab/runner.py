@@ -127,6 +127,23 @@ def _utcnow() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
 
 
+def _fetch_link_traces(client: Any, trial_id: int, params: dict[str, Any], tlog: logging.Logger) -> None:
+    """Fetch the uploaded link traces (``upload:N``) the trial names into this host's upload folder,
+    every time: ids belong to one backend's database, so a file kept from another must not serve."""
+    from qoelab.emulation import traces
+
+    for field in ("link_trace", "up_link_trace"):
+        ref = str(params.get(field) or "").strip()
+        if not traces.UPLOAD_REF.fullmatch(ref):
+            continue
+        if not hasattr(client, "fetch_link_trace"):
+            raise QoelabError(f"{field}: {ref} is fetched from the backend by a worker; a local run names a "
+                              "library trace or a file")  # fmt: skip
+        name, text = client.fetch_link_trace(trial_id, int(ref.removeprefix("upload:")))
+        path = traces.store_upload(ref, name, text)
+        tlog.info("%s: %s fetched as %s (sha256 %s)", field, ref, path, traces.load(path).sha256[:12])
+
+
 def run_trial(
     claim: dict[str, Any],
     workdir_root: Path,
@@ -191,6 +208,7 @@ def run_trial(
                 job = get_job(job_name)
             except KeyError as err:
                 raise QoelabError(f"this worker does not know the job type: {err.args[0]}") from None
+            _fetch_link_traces(client, trial_id, dict(claim.get("params") or {}), tlog)
             params = validate_params(job.params, dict(claim.get("params") or {}))
             params_resolved = params.model_dump(mode="json")
             tlog.info("resolved parameters: %s", params_resolved)

@@ -196,3 +196,24 @@ class CancelReplySerializer(serializers.Serializer):
 class RerunReplySerializer(serializers.Serializer):
     requeued = serializers.IntegerField(help_text="failed trials put back to pending")
     sweep = SweepSerializer()
+
+
+class LinkTraceUploadSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, help_text="a file name, e.g. my-train.down")
+    text = serializers.CharField(
+        trim_whitespace=False,
+        allow_blank=True,  # the trace parser says what an empty trace lacks
+        help_text="the trace: one integer millisecond per line, one 1500-byte opportunity each (Mahimahi)",
+    )
+
+
+class LinkTraceSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True, help_text="null for the library's traces")
+    ref = serializers.CharField(help_text="what a sweep's link_trace / up_link_trace names")
+    name = serializers.CharField()
+    lines = serializers.IntegerField()
+    period_s = serializers.FloatField()
+    mean_bps = serializers.FloatField()
+    sha256 = serializers.CharField()
+    owner = serializers.CharField(required=False, help_text="absent for the library's traces")
+    created_at = serializers.DateTimeField(required=False)

@@ -17,17 +17,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.permissions import IsResearcher
-from experiments import archiving, jobtypes, lifecycle, services
+from experiments import archiving, jobtypes, lifecycle, link_traces, services
 from experiments.api.serializers import (
     CancelReplySerializer,
     ExperimentSerializer,
     JobTypeSerializer,
+    LinkTraceSerializer,
+    LinkTraceUploadSerializer,
     ProgressSerializer,
     RerunReplySerializer,
     SweepSerializer,
     SweepSpecSerializer,
 )
-from experiments.models import Experiment, Sweep
+from experiments.models import Experiment, LinkTrace, Sweep
 from qoelab_web.api import DetailSerializer, ErrorSerializer, errors_response, int_param
 
 LISTED_SWEEP_FIELDS = (
@@ -240,3 +242,52 @@ class JobTypeViewSet(viewsets.ViewSet):
         if job is None:
             raise NotFound(f"unknown job type {name!r} (known: {jobtypes.known_names()})")
         return Response(jobtypes.describe(job))
+
+
+@extend_schema(tags=["link traces"])
+class LinkTraceViewSet(viewsets.ViewSet):
+    """Link traces for ``link_trace`` / ``up_link_trace``: the library's and the ones you uploaded
+    (``upload:N``). An upload is checked at once; a bad line is refused naming it."""
+
+    permission_classes = [IsResearcher]
+    lookup_value_regex = r"[0-9]{1,12}"
+    max_json_bytes = 2 * link_traces.traces.MAX_TRACE_BYTES  # the text, with JSON's escapes
+
+    def _mine(self) -> QuerySet:
+        return LinkTrace.objects.select_related("owner").visible_to(self.request.user)
+
+    @extend_schema(responses={200: LinkTraceSerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        """Your uploaded traces (staff: everyone's), newest first."""
+        return Response([link_traces.describe(t) for t in self._mine()])
+
+    @extend_schema(responses={200: LinkTraceSerializer, 404: DetailSerializer})
+    def retrieve(self, request: Request, pk: str | None = None) -> Response:
+        trace = self._mine().filter(pk=int(pk or 0)).first()
+        if trace is None:
+            raise NotFound(f"no uploaded trace {pk} of yours")
+        return Response(link_traces.describe(trace))
+
+    @extend_schema(
+        request=LinkTraceUploadSerializer,
+        responses={200: LinkTraceSerializer, 201: LinkTraceSerializer, 400: ErrorSerializer},
+    )
+    def create(self, request: Request) -> Response:
+        """Upload a trace; 201 with its ``ref``, or 200 with the one you uploaded before (same text)."""
+        ser = LinkTraceUploadSerializer(data=request.data)
+        ser.is_valid(raise_exception=True)
+        try:
+            trace, new = link_traces.upload(
+                request.user, ser.validated_data["name"], ser.validated_data["text"]
+            )
+        except link_traces.TraceRefused as exc:
+            raise ValidationError({exc.field: [exc.message]}) from None
+        return Response(
+            link_traces.describe(trace), status=status.HTTP_201_CREATED if new else status.HTTP_200_OK
+        )
+
+    @extend_schema(responses={200: LinkTraceSerializer(many=True)})
+    @action(detail=False, methods=["get"])
+    def library(self, request: Request) -> Response:
+        """The traces shipped with the lab (their ``ref`` is their name)."""
+        return Response(link_traces.library())

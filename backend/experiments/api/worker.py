@@ -1,17 +1,20 @@
 """The worker protocol's trial moves owned by experiments: a heartbeat (lost trials go back to
-pending) and a claim (queued -> running, one conditional update)."""
+pending), a claim (queued -> running, one conditional update) and the text of an uploaded link
+trace that a running trial names (``upload:N``)."""
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema
+from django.http import HttpResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from experiments import jobtypes
+from experiments import jobtypes, link_traces
 from experiments import services as trial_services
 from experiments.choices import TrialStatus
-from experiments.models import Trial
+from experiments.models import LinkTrace, Trial
 from hosts import services as host_services
 from hosts.api.serializers import HeartbeatReplySerializer, HeartbeatSerializer
 from hosts.api.views import WORKER_TAG, WorkerAPIView, conflict, not_found
@@ -87,3 +90,29 @@ class ClaimView(TrialWorkerView):
                 "attempt": trial.attempts,
             }
         )
+
+
+class LinkTraceInputView(TrialWorkerView):
+    @extend_schema(
+        tags=WORKER_TAG,
+        responses={
+            (200, "text/plain"): OpenApiResponse(OpenApiTypes.STR),
+            404: DetailSerializer,
+            409: DetailSerializer,
+        },
+        summary="Fetch an uploaded link trace that a running trial's parameters name (upload:N)",
+    )
+    def get(self, request: Request, trial_id: int, trace_id: int) -> HttpResponse | Response:
+        trial = self.running_trial(trial_id)
+        if isinstance(trial, Response):
+            return trial
+        if trace_id not in link_traces.named_by(trial.params or {}):
+            return Response({"detail": f"trial {trial_id} does not name upload:{trace_id}"},
+                            status=status.HTTP_404_NOT_FOUND)  # fmt: skip
+        trace = LinkTrace.objects.filter(pk=trace_id).first()
+        if trace is None:
+            return Response({"detail": f"no uploaded trace {trace_id}"}, status=status.HTTP_404_NOT_FOUND)
+        response = HttpResponse(trace.text, content_type="text/plain; charset=ascii")
+        response["X-Trace-Name"] = trace.name
+        response["X-Trace-Sha256"] = trace.sha256
+        return response

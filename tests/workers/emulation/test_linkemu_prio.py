@@ -400,4 +400,6 @@ def test_records_reader_ignores_a_partial_tail_and_orders_the_backlog(tmp_path: 
         "loss": 0,
         "pushed_out": 1,
         "other_drop": 0,
+        "head_drop": 0,
+        "aqm_drop": 0,
     }

@@ -13,7 +13,7 @@ its fate). Per direction and millisecond of trace time:
 - ``queue_bytes``: the largest backlog an arriving packet found (-1: no arrival);
 - ``queue_delay_ms``: the mean time from arrival to leaving the rate stage of the packets that left
   (-1: none left);
-- ``drops``: packets the queue dropped on arrival.
+- ``drops``: packets the queue dropped (tail, head, pushed out or by CoDel/PIE), at their arrival.
 
 Written as JSON (``write``) for the trial's artifacts; ``chart`` bins it for the trial page.
 """
@@ -66,7 +66,7 @@ def direction_log(records: np.ndarray, trace: traces.Trace, t0_ns: int, delay_s:
     np.maximum.at(
         queue, (arrival_ms[keep] - start).astype(np.intp), records["backlog_bytes"][keep].astype(np.int64)
     )
-    drops = bins(arrival_ms[records["fate"] == rec.QUEUE_DROP])
+    drops = bins(arrival_ms[np.isin(records["fate"], rec.QUEUE_FATES)])
     return {
         "trace": trace.name,
         "start_ms": start,

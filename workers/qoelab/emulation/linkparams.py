@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from qoelab import params
 from qoelab.emulation import traces
 from qoelab.emulation.profile import (
+    AQM_PARAM_MAX_S,
+    AQM_PARAM_MIN_S,
+    AQM_PARAMS,
     DELAY_MAX_S,
     JITTER_MAX_S,
     MTU_MAX,
@@ -71,6 +74,22 @@ class LinkParams(BaseModel):
         description="a periodic outage of both directions, ON/OFF (e.g. 4s/1s: up 4 s, down 1 s); "
         "packets wait through it",
     )
+    # After the rate, the traces and the outage: the queue's validators read them.
+    queue: Literal["fifo", "drophead", "codel", "pie", "prio"] = Field(
+        default="fifo",
+        description="the queue in front of the rate, both directions: fifo (drop-tail, in packets or "
+        "bytes as limit says), drophead (drops the oldest), codel (RFC 8289), pie (RFC 8033), prio (DSCP "
+        "EF first); all but fifo run in the userspace emulator and need a rate, trace or outage",
+    )
+    queue_target: params.Duration(AQM_PARAM_MIN_S, AQM_PARAM_MAX_S) | None = Field(  # type: ignore[valid-type]
+        default=None, description="CoDel's target delay (default 5ms) or PIE's reference delay (15ms)"
+    )
+    queue_interval: params.Duration(AQM_PARAM_MIN_S, AQM_PARAM_MAX_S) | None = Field(  # type: ignore[valid-type]
+        default=None, description="CoDel's interval (default 100ms) or PIE's update period (15ms)"
+    )
+    queue_max_burst: params.Duration(AQM_PARAM_MIN_S, AQM_PARAM_MAX_S) | None = Field(  # type: ignore[valid-type]
+        default=None, description="PIE's burst allowance (default 150ms)"
+    )
     mtu: int = Field(default=1500, ge=MTU_MIN, le=MTU_MAX)
     # TCP in both namespaces (qoelab.emulation.tcp). A worker offers an algorithm when its kernel
     # does (capability tcp_cc.<name>), so the pattern only keeps the name a name.
@@ -103,6 +122,36 @@ class LinkParams(BaseModel):
             raise ValueError(f"{err.field}: {err.message}") from None
         return value
 
+    @field_validator("queue")
+    @classmethod
+    def _queue_has_a_rate_stage(cls, value: str, info: Any) -> str:
+        """Every queue but fifo is the queue of the rate stage, which a direction has with a rate, a
+        trace or an outage (the up direction inherits the down one's unless overridden)."""
+        data = info.data
+        has_stage = any(data.get(k) not in (None, "") for k in ("rate", "link_trace", "outage"))
+        if value != "fifo" and not has_stage:
+            need = "a rate" if value == "prio" else "a rate, a link_trace or an outage"
+            raise ValueError(f"{value} needs {need}: it is the queue in front of the link's rate stage")
+        return value
+
+    @field_validator("queue_target", "queue_interval", "queue_max_burst")
+    @classmethod
+    def _queue_takes_it(cls, value: float | None, info: Any) -> float | None:
+        queue = info.data.get("queue", "fifo")
+        if value is not None and info.field_name + "_s" not in AQM_PARAMS.get(queue, ()):
+            takers = " or ".join(q for q, fields in AQM_PARAMS.items() if info.field_name + "_s" in fields)
+            raise ValueError(f"applies to the {takers} queue only (queue is {queue})")
+        return value
+
+    def queue_settings(self) -> dict[str, Any]:
+        """``queue`` and its parameters for ``LinkProfile.parse``."""
+        return {
+            "queue": self.queue,
+            "queue_target": self.queue_target,
+            "queue_interval": self.queue_interval,
+            "queue_max_burst": self.queue_max_burst,
+        }
+
     @field_validator("limit", "gemodel")
     @classmethod
     def _parses_within_bounds(cls, value: object, info: Any) -> object:
@@ -121,16 +170,19 @@ class LinkParams(BaseModel):
     @field_validator("link_trace", "up_link_trace")
     @classmethod
     def _trace_loads(cls, value: str | None, info: Any) -> str | None:
-        """A trace is read and checked at submit: a bad line is refused here, naming it. Only the
-        library's names: a path would let a sweep read (and echo in errors) any file of a worker.
-        A rate set for the same direction is refused with it; a job type's default rate (a paper's
-        10 Mbit/s, say) gives way to the trace (``link_rates``)."""
+        """A library trace is read and checked at submit: a bad line is refused here, naming it.
+        An uploaded one (``upload:N``) was checked when it was uploaded; the backend checks that it
+        is the researcher's, and the worker fetches it. No paths: a path would let a sweep read
+        (and echo in errors) any file of a worker. A rate set for the same direction is refused with
+        it; a job type's default rate (a paper's 10 Mbit/s, say) gives way to the trace
+        (``link_rates``)."""
         if value in (None, ""):
             return None
-        try:
-            traces.load_cached(traces.resolve(value, library_only=True))
-        except traces.TraceError as err:
-            raise ValueError(str(err)) from None
+        if not traces.UPLOAD_REF.fullmatch(value.strip()):
+            try:
+                traces.load_cached(traces.resolve(value, library_only=True))
+            except traces.TraceError as err:
+                raise ValueError(f"{err} (or upload:N, a trace you uploaded)") from None
         rate_field = "rate" if info.field_name == "link_trace" else "up_rate"
         rate = info.data.get(rate_field)
         if rate is not None and rate != cls._default_rate(rate_field):
@@ -138,7 +190,7 @@ class LinkParams(BaseModel):
                 "give a rate or a trace for this direction, not both "
                 f"({rate_field} is {format_rate(rate)}/s; leave it empty)"
             )
-        return value
+        return value.strip()
 
     @classmethod
     def _default_rate(cls, name: str) -> float | None:
@@ -181,6 +233,7 @@ class LinkParams(BaseModel):
             reorder=self.reorder,
             gemodel=self.gemodel,
             limit=self.limit,
+            **self.queue_settings(),
             outage=self.outage,
             up_delay=self.up_delay,
             up_jitter=self.up_jitter,

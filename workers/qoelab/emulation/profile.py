@@ -18,6 +18,10 @@ so their semantics are fixed here and in ``docs/emulation.md``:
 * ``queue``: ``'fifo'`` (one drop-tail queue) or ``'prio'`` (userspace backend only, needs a rate):
   two strict-priority classes sharing that one limit; DSCP EF packets are served first and push
   low-class packets out of a full buffer (``docs/emulation.md``, "Two-class priority queue").
+  ``'drophead'``, ``'codel'`` and ``'pie'`` (userspace backend only, need a rate, trace or outage)
+  drop the oldest packet instead of the newest, or run CoDel (RFC 8289) or PIE (RFC 8033), with
+  ``queue_target_s``, ``queue_interval_s`` (CoDel's interval, PIE's update period) and
+  ``queue_max_burst_s`` (PIE's burst allowance); None = the RFC's default ("Queue disciplines").
 * ``trace``: instead of a rate, the path of a Mahimahi-format trace (``qoelab.emulation.traces``)
   whose delivery opportunities the userspace backend replays in a loop ("Trace links").
 * ``outage``: ``(on_s, off_s)``, a periodic schedule from the link's start: the userspace backend's
@@ -35,6 +39,7 @@ from qoelab.emulation import traces
 from qoelab.emulation.tcp import (
     TcpSettings,
 )
+from qoelab.emulation.userspace import QUEUES
 from qoelab.errors import ParameterError
 from qoelab.units import (
     format_duration,
@@ -55,7 +60,10 @@ LIMIT_PKTS_MAX = 1_000_000
 LIMIT_BYTES_MAX = 1 << 30
 JITTER_DISTS = ("uniform", "normal")
 OUTAGE_MIN_S, OUTAGE_MAX_S = 0.001, 86400.0  # linkemu's bounds for each part of the schedule
-QUEUES = ("fifo", "prio")
+AQM_PARAM_MIN_S, AQM_PARAM_MAX_S = 1e-4, 60.0  # linkemu's bounds for target, interval, max_burst
+# Which queue takes which parameter ("queue_max_burst_s" is PIE's MAX_BURST).
+AQM_PARAMS = {"codel": ("queue_target_s", "queue_interval_s"),
+              "pie": ("queue_target_s", "queue_interval_s", "queue_max_burst_s")}  # fmt: skip
 # Default queue when none is given: 1000 packets, netem's (and a NIC's txqueuelen) default, which
 # the userspace emulator uses too, so both backends queue alike.
 DEFAULT_LIMIT_PKTS = 1000
@@ -75,6 +83,9 @@ class Direction:
     limit_pkts: int | None = None
     limit_bytes: int | None = None
     queue: str = "fifo"
+    queue_target_s: float | None = None
+    queue_interval_s: float | None = None
+    queue_max_burst_s: float | None = None
     trace: str | None = None
     outage: tuple[float, float] | None = None
 
@@ -130,6 +141,29 @@ class Direction:
             raise ParameterError(
                 p + "queue", "prio needs a rate: the priority queue is the one in front of the rate limiter"
             )
+        if self.queue in ("drophead", "codel", "pie") and (
+            self.rate_bps is None and self.trace is None and self.outage is None
+        ):
+            raise ParameterError(
+                p + "queue",
+                f"{self.queue} needs a rate, a trace or an outage: it is the queue in front of the link's "
+                "rate stage",
+            )
+        for field in ("queue_target_s", "queue_interval_s", "queue_max_burst_s"):
+            value = getattr(self, field)
+            if value is None:
+                continue
+            name = p + field.removesuffix("_s")
+            if field not in AQM_PARAMS.get(self.queue, ()):
+                takers = " or ".join(q for q, fields in AQM_PARAMS.items() if field in fields)
+                raise ParameterError(name, f"applies to the {takers} queue only (the queue is {self.queue})")
+            _check_number(name, value)
+            if not AQM_PARAM_MIN_S <= value <= AQM_PARAM_MAX_S:
+                raise ParameterError(
+                    name,
+                    f"must be between {format_duration(AQM_PARAM_MIN_S)} and "
+                    f"{format_duration(AQM_PARAM_MAX_S)}, got {format_duration(value)}",
+                )
         if self.outage is not None:
             if len(self.outage) != 2:
                 raise ParameterError(p + "outage", "needs two durations: on and off")
@@ -199,6 +233,11 @@ class Direction:
             parts.append(f"loss {self.loss_pct:g}%")
         if self.queue != "fifo":
             parts.append(f"queue {self.queue}")
+            parts += [
+                f"{field.removeprefix('queue_').removesuffix('_s')} {format_duration(value)}"
+                for field in AQM_PARAMS.get(self.queue, ())
+                if (value := getattr(self, field)) is not None
+            ]
         if self.outage:
             parts.append(
                 f"outage {format_duration(self.outage[1])} every {format_duration(sum(self.outage))}"
@@ -281,6 +320,9 @@ class LinkProfile:
         gemodel: object = None,
         limit: object = None,
         queue: str = "fifo",
+        queue_target: object = None,
+        queue_interval: object = None,
+        queue_max_burst: object = None,
         trace: object = None,
         up_trace: object = None,
         outage: object = None,
@@ -310,6 +352,9 @@ class LinkProfile:
             gemodel=parse_gemodel(gemodel, "gemodel"),
             **parse_limit(limit, "limit"),
             queue=str(queue),
+            queue_target_s=_optional_duration(queue_target, "queue_target"),
+            queue_interval_s=_optional_duration(queue_interval, "queue_interval"),
+            queue_max_burst_s=_optional_duration(queue_max_burst, "queue_max_burst"),
             trace=_trace_path(trace, "trace"),
             outage=parse_outage(outage, "outage"),
         )
@@ -391,6 +436,10 @@ def _trace_facts(path: str) -> dict[str, Any]:
     """Provenance of a trace: ``trace`` (its name), ``_sha256``, ``_mean_bps`` and ``_period_s``."""
     t = traces.load_cached(path)
     return {"": t.name, "_sha256": t.sha256, "_mean_bps": t.mean_bps, "_period_s": t.period_ms / 1000}
+
+
+def _optional_duration(value: object, field: str) -> float | None:
+    return None if value in (None, "") else parse_duration(value, field)
 
 
 def _trace_path(value: object, field: str) -> str | None:

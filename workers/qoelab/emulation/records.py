@@ -3,8 +3,9 @@
 the rate stage or was dropped anywhere. The layout is ``rec_t`` in ``workers/csrc/linkemu.h``; the
 table is in ``docs/emulation.md`` ("Packet records").
 
-Records are in the order linkemu decided each packet's fate, not in arrival order: with
-``queue='prio'`` a packet is written when it starts serialisation, is dropped or is pushed out.
+Records are in the order linkemu decided each packet's fate, not in arrival order: with a served
+queue (``queue`` prio, drophead, codel or pie) a packet is written when it starts serialisation or
+is dropped (pushed out, from the head, by CoDel at dequeue).
 Sort by ``arrival_ns`` for arrival order; packets still waiting in a prio queue when linkemu exits
 have no record. Times are CLOCK_MONOTONIC nanoseconds.
 """
@@ -18,7 +19,7 @@ import numpy as np
 DTYPE = np.dtype(
     [
         ("arrival_ns", "<i8"),  # read from the TUN device
-        ("start_ns", "<i8"),  # serialisation start; -1 if dropped
+        ("start_ns", "<i8"),  # serialisation start; -1 if dropped (a CoDel drop: the time of the drop)
         ("depart_ns", "<i8"),  # scheduled write to the far TUN device; -1 if dropped
         ("backlog_bytes", "<u4"),  # queue bytes found at arrival, incl. the packet in service
         ("ip_len", "<u2"),
@@ -34,8 +35,10 @@ DTYPE = np.dtype(
 )
 assert DTYPE.itemsize == 48, "must match rec_t in linkemu.h"
 
-FATES = ("forwarded", "queue_drop", "loss", "pushed_out", "other_drop")
-FORWARDED, QUEUE_DROP, LOSS, PUSHED_OUT, OTHER_DROP = range(len(FATES))
+FATES = ("forwarded", "queue_drop", "loss", "pushed_out", "other_drop", "head_drop", "aqm_drop")
+FORWARDED, QUEUE_DROP, LOSS, PUSHED_OUT, OTHER_DROP, HEAD_DROP, AQM_DROP = range(len(FATES))
+# The queue's own drops, whatever its discipline: tail drop, a prio push-out, drop-head, CoDel/PIE.
+QUEUE_FATES = (QUEUE_DROP, PUSHED_OUT, HEAD_DROP, AQM_DROP)
 CLASSES = ("high", "low")
 HIGH, LOW = 0, 1
 

@@ -8,6 +8,10 @@ shell). The lab's library (``LIBRARY``) ships the public cellular traces of Wins
 NSDI 2013 (their README). ``make_*`` build synthetic traces: constant, steps, a sawtooth, on/off,
 and any rate curve from a CSV of ``time_s,rate_bps`` rows.
 
+A researcher's own trace is uploaded to the backend, checked there with ``parse``, and named in
+sweeps as ``upload:N``; the worker running such a trial fetches it into its upload folder
+(``uploads_dir``, ``store_upload``), where ``resolve`` finds it.
+
 Reading a bad trace raises :class:`TraceError` naming the file and line. A link profile's
 ``trace`` (``qoelab.emulation.profile``) is replayed by the userspace emulator (linkemu's
 ``trace=PATH``, workers/csrc/linkemu_trace.c).
@@ -18,6 +22,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +36,9 @@ PACKET_BYTES = 1500
 MAX_TRACE_BYTES = 32 << 20  # 32 MiB of text: the library's longest trace is 1.1 MB
 MAX_PERIOD_MS = 24 * 3600 * 1000  # one day
 LIBRARY = Path(__file__).resolve().parent / "trace_library"
+UPLOAD_REF = re.compile(r"upload:([1-9][0-9]{0,11})")  # an uploaded trace, by its id at the backend
+UPLOADS_ENV = "QOELAB_TRACE_UPLOADS"  # where a host keeps uploaded traces (default below)
+DEFAULT_UPLOADS = Path("/var/tmp/qoelab-traces")
 
 
 class TraceError(QoelabError):
@@ -137,9 +146,48 @@ def library() -> list[Trace]:
     return [load(p) for p in sorted(LIBRARY.iterdir()) if p.suffix in (".down", ".up")]
 
 
+def uploads_dir() -> Path:
+    """The folder where this host keeps uploaded traces, one subfolder ``upload-N`` each."""
+    return Path(os.environ.get(UPLOADS_ENV) or DEFAULT_UPLOADS)
+
+
+def upload_path(ref: str) -> Path | None:
+    """The file of an ``upload:N`` this host holds (None: not fetched here yet, or not a ref)."""
+    match = UPLOAD_REF.fullmatch(ref.strip())
+    if not match:
+        return None
+    folder = uploads_dir() / f"upload-{match.group(1)}"
+    files = sorted(folder.iterdir()) if folder.is_dir() else []
+    return files[0] if len(files) == 1 else None
+
+
+def store_upload(ref: str, name: str, text: str) -> Path:
+    """Keep an uploaded trace's text under its own name (checked first); returns the file."""
+    match = UPLOAD_REF.fullmatch(ref.strip())
+    if not match or Path(name).name != name or name.startswith("."):
+        raise TraceError(f"{ref} / {name!r}: not an uploaded trace's reference and file name")
+    parse(text, name)
+    folder = uploads_dir() / f"upload-{match.group(1)}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.iterdir():
+        if old.name != name:
+            old.unlink()
+    tmp = folder / f".{name}.tmp"
+    tmp.write_text(text, encoding="ascii")
+    tmp.replace(folder / name)
+    return folder / name
+
+
 def resolve(name_or_path: str, library_only: bool = False) -> str:
-    """The absolute path of a library trace (``Verizon-LTE-short.down``) or, unless
-    ``library_only``, of an existing file (a library name wins over a file of that name here)."""
+    """The absolute path of a library trace (``Verizon-LTE-short.down``), of an uploaded one this
+    host has fetched (``upload:N``) or, unless ``library_only``, of an existing file (a library
+    name wins over a file of that name here)."""
+    if UPLOAD_REF.fullmatch(name_or_path.strip()):
+        path = upload_path(name_or_path)
+        if path is None:
+            raise TraceError(f"{name_or_path}: this host has not fetched that uploaded trace (a worker "
+                             "fetches it from the backend when a trial names it)")  # fmt: skip
+        return str(path)
     p = Path(name_or_path)
     if p.parent == Path(".") and p.suffix in (".down", ".up") and (LIBRARY / p.name).is_file():
         return str(LIBRARY / p.name)

@@ -38,6 +38,9 @@ CAP_NET_ADMIN_BIT = 12
 # linkemu's exit codes (see the header of workers/csrc/linkemu.c).
 EXIT_USAGE, EXIT_PERM, EXIT_NONS, EXIT_NOTUN = 2, 3, 4, 5
 DEFAULT_MAX_INFLIGHT = 131072  # packets per direction linkemu may hold (buffers are allocated lazily)
+# The queues linkemu runs in front of a direction's rate stage: the drop-tail FIFO, the two-class
+# priority queue, drop-head, CoDel (RFC 8289) and PIE (RFC 8033).
+QUEUES = ("fifo", "prio", "drophead", "codel", "pie")
 
 
 class Direction(Protocol):
@@ -53,6 +56,9 @@ class Direction(Protocol):
     limit_pkts: int | None
     limit_bytes: int | None
     queue: str
+    queue_target_s: float | None
+    queue_interval_s: float | None
+    queue_max_burst_s: float | None
     trace: str | None
     outage: tuple[float, float] | None
 
@@ -138,12 +144,19 @@ def direction_spec(d: Direction, name: str) -> str:
             raise ParameterError(f"{name}.trace", f"the path must not contain a comma: {trace!r}")
         parts.append(f"trace={trace}")
     queue = getattr(d, "queue", "fifo")  # duck-typed directions from before the field existed
-    if queue not in ("fifo", "prio"):
-        raise ParameterError(f"{name}.queue", f"must be 'fifo' or 'prio', got {queue!r}")
+    if queue not in QUEUES:
+        raise ParameterError(f"{name}.queue", f"must be one of {', '.join(QUEUES)}, got {queue!r}")
+    # linkemu refuses a served queue without a rate stage itself; a FIFO spec stays free of
+    # prio= and qdisc= so that its command lines are byte-for-byte what they were.
     if queue == "prio":
-        # linkemu refuses prio without a rate itself; the spec stays prio=0-free so that FIFO
-        # command lines are byte-for-byte what they were.
         parts.append("prio=1")
+    elif queue != "fifo":
+        parts.append(f"qdisc={queue}")
+    for key, field in (("target", "queue_target_s"), ("interval", "queue_interval_s"),
+                       ("max_burst", "queue_max_burst_s")):  # fmt: skip
+        value = getattr(d, field, None)
+        if value is not None:
+            parts.append(f"{key}={_num(check(field, value, 1e-4, 60.0))}")
     return ",".join(parts)
 
 

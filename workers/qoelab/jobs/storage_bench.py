@@ -197,8 +197,8 @@ class StorageBenchParams(LinkParams):
             **self.link_rates(), delay=one_way, jitter=self.jitter, loss=self.loss,
             jitter_dist=self.jitter_dist,
             # netem under WANem sorts packets by their jittered time: jitter reorders (scenarios.py)
-            reorder=self.reorder or bool(self.jitter), limit=self.limit, mtu=self.mtu, seed=seed,
-            tcp=self.tcp_settings(),
+            reorder=self.reorder or bool(self.jitter), limit=self.limit, **self.queue_settings(),
+            outage=self.outage, mtu=self.mtu, seed=seed, tcp=self.tcp_settings(),
         )  # fmt: skip
 
 

@@ -46,8 +46,10 @@ class ThinclientParams(LinkParams):
     limit: str | int | None = Field(
         default="2500000b", description="router buffer, tail drop: 2500000b (large) or 25000b (the BDP)"
     )
-    queue: Literal["fifo", "prio"] = Field(
-        default="fifo", description="fifo, or prio: interactive packets (DSCP EF) first, one shared buffer"
+    queue: Literal["fifo", "drophead", "codel", "pie", "prio"] = Field(
+        default="fifo",
+        description="fifo (the paper's tail drop), or prio: interactive packets (DSCP EF) first, one shared "
+        "buffer; drophead, codel, pie: the link's queue disciplines",
     )
     tcp_cc: str = Field(default="reno", description="TCP congestion control (the paper: Reno)")
     tcp_sack: bool = Field(default=False, description="SACK (off in the paper's baseline, on in §4)")
@@ -133,7 +135,8 @@ class ThinclientParams(LinkParams):
             loss=self.loss,
             gemodel=self.gemodel,
             limit=self.limit,
-            queue=self.queue,
+            **self.queue_settings(),
+            outage=self.outage,
             up_delay=None if self.up_delay is None else float(self.up_delay) + 2 * float(self.lan_delay),
             up_loss=self.up_loss,
             mtu=self.mtu,
