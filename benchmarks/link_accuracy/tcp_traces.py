@@ -2,10 +2,13 @@
 
 For each pair of the lab's trace library (the ``.down`` trace down, the ``.up`` trace up, 20 ms each
 way), each TCP congestion control (CUBIC, BBR) and each queue (drop-tail ``fifo`` of 1000 packets,
-``codel``, ``pie``), one iperf3 download runs for ``--seconds``. linkemu's packet records of the down
+``codel``, ``pie``), one bulk download runs for ``--seconds``: a socket in the server namespace
+sends as fast as TCP lets it, one in the client namespace reads. (Not iperf3: its end-of-test
+exchange waits behind seconds of queue on these links, and only the sending time is measured.) linkemu's packet records of the down
 direction give, over the run after a 5 s warm-up:
 
-- **utilisation**: the IP bytes that left the rate stage / the bytes the trace offered then;
+- **utilisation**: the IP bytes that left the rate stage / the bytes the trace offered then, up to
+  the sender's last packet (a queue still draining after it is left out);
 - **queueing delay**: per data packet, from its arrival at the bottleneck to leaving its rate
   stage (waiting + serialisation), its median and 95th percentile.
 
@@ -20,16 +23,19 @@ compared numerically.
         --out benchmarks/link_accuracy/results/tcp_traces.json
     .venv/bin/python benchmarks/link_accuracy/tcp_traces.py --report benchmarks/link_accuracy/results/tcp_traces.json
 
-Needs root (namespaces, TUN), iperf3 and a built linkemu. Run it on a quiet host.
+Needs root (namespaces, TUN) and a built linkemu. Run it on a quiet host.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
+import socket
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -39,8 +45,8 @@ import numpy as np
 from qoelab.emulation import records, traces
 from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.tcp import TcpSettings
-from qoelab.emulation.topology import emulated_link
-from qoelab.emulation.verify import IPERF_PORT, _tcp
+from qoelab.emulation.system import in_netns
+from qoelab.emulation.topology import EmulatedLink, emulated_link
 from qoelab.hostfacts import run_facts
 
 CCS = ("cubic", "bbr")
@@ -48,6 +54,7 @@ QUEUES = ("fifo", "codel", "pie")
 DELAY = "20ms"
 LIMIT = "1000pkt"
 WARMUP_S = 5.0
+PORT = 5301
 
 
 def pairs() -> list[str]:
@@ -57,13 +64,13 @@ def pairs() -> list[str]:
 
 def measure(recs: np.ndarray, trace: traces.Trace, t0_ns: int, delay_s: float) -> dict[str, Any]:
     """Utilisation and queueing delay of the download's data packets from the down records."""
-    data = recs[(recs["sport"] == IPERF_PORT) & (recs["payload_len"] > 0)]
+    data = recs[(recs["sport"] == PORT) & (recs["payload_len"] > 0)]
     fwd = data[data["fate"] == records.FORWARDED]
     if len(fwd) == 0:
         raise RuntimeError("no data packet of the download was forwarded")
     out_ns = fwd["depart_ns"] - int(round(delay_s * 1e9))  # when each left the rate stage
     lo = int(fwd["arrival_ns"].min() + WARMUP_S * 1e9)
-    hi = int(out_ns.max())
+    hi = int(data["arrival_ns"].max())  # the sender's last packet: a queue draining after is left out
     window = (out_ns >= lo) & (out_ns < hi)
     offered = trace.opportunities_ms((lo - t0_ns) / 1e6, (hi - t0_ns) / 1e6).size * traces.PACKET_BYTES
     delivered = int(fwd["ip_len"][window].astype(np.int64).sum())
@@ -81,18 +88,46 @@ def measure(recs: np.ndarray, trace: traces.Trace, t0_ns: int, delay_s: float) -
     }
 
 
+def bulk_download(link: EmulatedLink, seconds: float) -> int:
+    """Send from the server namespace to the client namespace for ``seconds``; bytes received."""
+    with in_netns(link.server_ns):
+        server = socket.create_server((link.server_ip, PORT))
+    with in_netns(link.client_ns):
+        client = socket.create_connection((link.server_ip, PORT), timeout=30)
+    received = 0
+
+    def read() -> None:
+        nonlocal received
+        with contextlib.suppress(OSError):
+            while chunk := client.recv(1 << 16):
+                received += len(chunk)
+
+    with server, client:
+        conn, _ = server.accept()
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        with conn:
+            conn.settimeout(0.5)  # a send blocked through an outage must not outlast the run
+            block, end = b"\0" * (1 << 16), time.monotonic() + seconds
+            while time.monotonic() < end:
+                with contextlib.suppress(TimeoutError):
+                    conn.send(block)
+        client.shutdown(socket.SHUT_RDWR)  # what is still queued is not measured
+        reader.join(timeout=10)
+    return received
+
+
 def one(name: str, cc: str, queue: str, seconds: float, workdir: Path) -> dict[str, Any]:
     profile = LinkProfile.parse(trace=f"{name}.down", up_trace=f"{name}.up", delay=DELAY, limit=LIMIT,
                                 queue=queue, tcp=TcpSettings(cc=cc))  # fmt: skip
     rec = workdir / f"{name}-{cc}-{queue}.rec"
     with emulated_link(profile, backend="userspace", packet_records=rec) as link:
-        iperf = _tcp(link, seconds, reverse=True)
+        received = bulk_download(link, seconds)
     t0 = int(link.emulator_stats["down"]["trace_t0_ns"])
     row = measure(records.read(rec), traces.load_cached(profile.down.trace), t0, profile.down.delay_s)
     for path in rec.parent.glob(f"{rec.stem}*"):
         path.unlink()
-    return {"pair": name, "cc": cc, "queue": queue, "iperf_bps": iperf["bps"],
-            "retransmits": iperf["retransmits"], **row}  # fmt: skip
+    return {"pair": name, "cc": cc, "queue": queue, "received_bytes": received, **row}
 
 
 def run(seconds: float) -> dict[str, Any]:
