@@ -4,8 +4,8 @@ For each pair of the lab's trace library (the ``.down`` trace down, the ``.up`` 
 way), each TCP congestion control (CUBIC, BBR) and each queue (drop-tail ``fifo`` of 1000 packets,
 ``codel``, ``pie``), one bulk download runs for ``--seconds``: a socket in the server namespace
 sends as fast as TCP lets it, one in the client namespace reads. (Not iperf3: its end-of-test
-exchange waits behind seconds of queue on these links, and only the sending time is measured.) linkemu's packet records of the down
-direction give, over the run after a 5 s warm-up:
+exchange waits behind seconds of queue on these links, and only the sending time is measured.)
+linkemu's packet records of the down direction give, over the run after a 5 s warm-up:
 
 - **utilisation**: the IP bytes that left the rate stage / the bytes the trace offered then, up to
   the sender's last packet (a queue still draining after it is left out);
@@ -19,9 +19,10 @@ seconds. The doc (docs/emulation.md, "TCP over the library's traces") sets the m
 that qualitative description; no number of either paper is in the lab's notes, so nothing here is
 compared numerically.
 
-    sudo .venv/bin/python benchmarks/link_accuracy/tcp_traces.py \
+    sudo .venv/bin/python benchmarks/link_accuracy/tcp_traces.py --seconds 60 \
         --out benchmarks/link_accuracy/results/tcp_traces.json
-    .venv/bin/python benchmarks/link_accuracy/tcp_traces.py --report benchmarks/link_accuracy/results/tcp_traces.json
+    .venv/bin/python benchmarks/link_accuracy/tcp_traces.py \
+        --report benchmarks/link_accuracy/results/tcp_traces.json
 
 Needs root (namespaces, TUN) and a built linkemu. Run it on a quiet host.
 """
@@ -44,8 +45,8 @@ import numpy as np
 
 from qoelab.emulation import records, traces
 from qoelab.emulation.profile import LinkProfile
-from qoelab.emulation.tcp import TcpSettings
 from qoelab.emulation.system import in_netns
+from qoelab.emulation.tcp import TcpSettings
 from qoelab.emulation.topology import EmulatedLink, emulated_link
 from qoelab.hostfacts import run_facts
 
