@@ -386,6 +386,24 @@ def test_a_kernel_checksum_trial_through_the_job(prefix, tmp_path, mode):
 
 
 @trial
+def test_a_trial_over_a_trace_link_runs_in_the_emulator_and_keeps_its_link_log(prefix, tmp_path):
+    """A trace (issue 37) needs the userspace emulator even with no delay or loss: the trial runs over
+    it, not over the plain veth pair, and keeps the per-millisecond link log as an artifact."""
+    from qoelab.emulation import linklog
+
+    params = validate_params(JOB.params, {**SHORT, "link_trace": "Verizon-LTE-short.down", "queue": "codel"})
+    ctx = TrialContext("t", tmp_path, prefix)
+    result = JOB.run(params, ctx)
+    _check_summary(result.summary, vose=False)
+    assert result.link["backend"] == "userspace" and "trace" in result.link["path"]
+    assert result.link["traces"]["down"]["name"] == "Verizon-LTE-short.down"
+    log = json.loads((tmp_path / linklog.ARTIFACT).read_text())
+    assert set(log["directions"]) == {"down", "up"} and sum(log["directions"]["up"]["offered_bytes"]) > 0
+    assert (tmp_path / linklog.ARTIFACT, "json") in [(a.path, a.kind) for a in ctx.artifacts]
+    assert _left(prefix) == NOTHING
+
+
+@trial
 @needs_quota
 def test_a_cpu_quota_is_a_bandwidth_quota_on_each_end_and_goes_away(prefix):
     seen: list[dict[str, list[int]]] = []

@@ -157,6 +157,7 @@ def inapplicable(params: VoseParams) -> frozenset[str]:
 
 
 def run(params: VoseParams, ctx: TrialContext) -> TrialResult:
+    from qoelab.emulation import linklog
     from qoelab.vose.trial import run_trial
 
     started = time.time()
@@ -165,7 +166,10 @@ def run(params: VoseParams, ctx: TrialContext) -> TrialResult:
         rate = 8e-6 * d["bytes"] / max(d["t"], 1e-9)
         ctx.log.info("t = %.0f s: %.1f Mbit/s received, busy-wait %.0f ms", d["t"], rate, d["busy_ns"] / 1e6)
 
-    out = run_trial(params.to_run(), ctx.prefix, on_tick=on_tick)
+    link_log = ctx.workdir / linklog.ARTIFACT  # written for a trace link only
+    out = run_trial(params.to_run(), ctx.prefix, on_tick=on_tick, link_log=link_log)
+    if link_log.is_file():
+        ctx.add_artifact(link_log, "json")
     detail = ctx.workdir / "vose.json"
     detail.write_text(json.dumps({"summary": out.summary, "sender": out.sender, "receiver": out.receiver,
                                   "calibration": out.calibration.samples(), "provenance": out.provenance},

@@ -19,6 +19,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from qoelab.emulation.profile import LinkProfile
@@ -148,15 +149,22 @@ def run_trial(
     run: VoseRun,
     prefix: str,
     on_tick: Callable[[dict[str, Any]], None] | None = None,
+    link_log: Path | None = None,
 ) -> VoseOutcome:
-    """Calibrate, run the stream between the two namespaces, and return the measurements."""
+    """Calibrate, run the stream between the two namespaces, and return the measurements
+    (``link_log``: where a trace link's per-millisecond log goes, ``qoelab.emulation.linklog``)."""
     run.check_cpus()
     cal = _calibrate(run)
-    shaped = any(
+    # Delay, loss, a trace, an outage or a queue discipline need an emulator; a rate alone is tbf on
+    # the plain veth pair.
+    shaped = bool(run.profile.needs_userspace) or any(
         d.delay_s or d.jitter_s or d.loss_pct or d.gemodel for d in (run.profile.up, run.profile.down)
     )
     backend = "auto" if shaped else PLUMBING_BACKEND
-    with emulated_link(run.profile, prefix=prefix, backend=backend) as link, _quotas(run, prefix) as quotas:
+    with (
+        emulated_link(run.profile, prefix=prefix, backend=backend, link_log=link_log) as link,
+        _quotas(run, prefix) as quotas,
+    ):
         path = _prepare_path(link, run)
         if run.calibration == "stream" and run.path == "app":
             _calibrate_in_stream(link, run, cal)
@@ -173,7 +181,7 @@ def run_trial(
     link_record["path"] = (
         "veth (no emulator process)" + (", tbf rate" if run.profile.down.rate_bps else ", unshaped")
         if link_record["backend"] == PLUMBING_BACKEND
-        else f"emulated link ({link_record['backend']}) for delay/loss"
+        else f"emulated link ({link_record['backend']}) for delay/loss/trace/queue"
     )
     sender, receiver = outcome["send"].summary(), outcome["recv"].summary()
     provenance = {
