@@ -117,7 +117,7 @@ int main(int argc, char **argv)
 		{.fd = watch_stdin ? 0 : -1, .events = POLLIN},
 	};
 
-	char cbuf[4096];
+	static char cbuf[1 << 20]; /* a control line holds a whole spec, outage windows included */
 	size_t clen = 0;
 
 	int64_t win_start = now_ns(), spun = 0, slept = 0;

@@ -40,6 +40,7 @@
 #define TRACE_OPP_BYTES 1500
 #define TRACE_MAX_LINES 20000000
 #define TRACE_MAX_MS 86400000LL
+#define OUTAGE_MAX_WINDOWS 100000
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "packet records are written in host order, which must be little-endian"
@@ -126,15 +127,22 @@ typedef struct {
 	/* outage=ON:OFF (seconds): the rate stage serves only in the "on" part of a periodic schedule
 	 * from the direction's time 0, and packets wait through the "off" part (linkemu_trace.c) */
 	int64_t on_ns, off_ns;
+	/* outages=S:E/S:E/... (seconds): outage windows, once, from the direction's time 0, sorted
+	 * and apart; the rate stage serves nothing inside one (linkemu_trace.c) */
+	int64_t *win_start, *win_end;
+	uint32_t win_n;
 } dir_cfg_t;
 
 /* Whether a direction's queue is a real one served at service time (prio, drop-head, the AQMs). */
 static inline int is_served(const dir_cfg_t *c) { return c->prio || c->qdisc != Q_FIFO; }
 
+/* Whether a direction has an outage schedule: periodic (outage=) or windows (outages=). */
+static inline int has_outage(const dir_cfg_t *c) { return c->off_ns > 0 || c->win_n > 0; }
+
 /* Whether a direction has a rate stage (and so a queue): a constant rate, a trace or an outage. */
 static inline int has_rate_stage(const dir_cfg_t *c)
 {
-	return c->rate_bps > 0 || c->trace_n > 0 || c->off_ns > 0;
+	return c->rate_bps > 0 || c->trace_n > 0 || has_outage(c);
 }
 
 /* One packet record, written as is (little-endian, 48 bytes; records.py mirrors it).  The
@@ -306,6 +314,7 @@ void send_due(dir_t *d, int64_t t);
 /* linkemu_trace.c                                                            */
 
 int trace_load(dir_cfg_t *c, const char *path, char *err, size_t errlen);
+int outage_windows_parse(dir_cfg_t *c, const char *spec, char *err, size_t errlen);
 void trace_start(dir_t *d, int64_t t0);
 int64_t trace_tx_end(dir_t *d, int64_t start, uint32_t len);
 int64_t outage_tx_end(const dir_t *d, int64_t start, int64_t need_ns);

@@ -245,7 +245,7 @@ static int64_t served_tx_end(dir_t *d, int64_t s, uint32_t len)
 	if (c->trace_n)
 		return trace_tx_end(d, s, len);
 	int64_t need = c->rate_bps > 0 ? (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps) : 0;
-	return c->off_ns ? outage_tx_end(d, s, need) : s + need;
+	return has_outage(c) ? outage_tx_end(d, s, need) : s + need;
 }
 
 /* Start every service whose start time s is before `now`.  Strictly before: a packet read at
@@ -438,7 +438,7 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 			tx_end = trace_tx_end(d, start, len);
 		} else {
 			int64_t need = c->rate_bps > 0 ? (int64_t)llround((double)len * 8.0 * 1e9 / c->rate_bps) : 0;
-			tx_end = c->off_ns ? outage_tx_end(d, start, need) : start + need;
+			tx_end = has_outage(c) ? outage_tx_end(d, start, need) : start + need;
 		}
 		d->last_tx_end = tx_end;
 		uint32_t tail = (d->txq_head + d->txq_n) % d->max_slots;

@@ -81,7 +81,7 @@ static void print_dir(FILE *f, dir_t *d)
 		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
 		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
 		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
-		d->records, rec_errors, (long long)(d->cfg.trace_n || d->cfg.off_ns ? d->tr_t0 : 0),
+		d->records, rec_errors, (long long)(d->cfg.trace_n || has_outage(&d->cfg) ? d->tr_t0 : 0),
 		d->cfg.trace_n ? d->tr_k : 0, qdisc_names[d->cfg.qdisc], d->head_drops, d->aqm_drops, d->pie_p);
 }
 
@@ -200,6 +200,7 @@ static void usage(void)
 	      "  max_burst=S (PIE: 0.15)\n"
 	      "  trace=PATH (Mahimahi trace: a 1500-byte opportunity per ms line, looping; not with rate)\n"
 	      "  outage=ON:OFF (seconds: a periodic schedule; nothing is served while off; not with trace)\n"
+	      "  outages=S:E/S:E/... (seconds from the start: outage windows, once; not with outage, trace)\n"
 	      "--records-up PATH, --records-down PATH: one 48-byte record per packet of that direction\n",
 	      stderr);
 	exit(EXIT_USAGE);
@@ -328,11 +329,20 @@ int spec_parse(dir_cfg_t *c, const char *which, char *spec, char *err, size_t er
 			NUM("outage off", colon + 1, 0.001, 86400, off);
 			c->on_ns = (int64_t)llround(on * 1e9);
 			c->off_ns = (int64_t)llround(off * 1e9);
+		} else if (!strcmp(k, "outages")) {
+			if (outage_windows_parse(c, v, err, errlen))
+				return -1;
 		} else
 			FAIL("--%s: unknown key '%s'", which, k);
 	}
 	if (c->trace_n && c->rate_bps > 0)
 		FAIL("--%s: give rate or trace, not both (a trace is the link's rate)", which);
+	if (c->off_ns && c->win_n)
+		FAIL("--%s: give a periodic outage or outage windows, not both", which);
+	if (c->trace_n && c->win_n)
+		FAIL("--%s: outage windows and a trace cannot be combined (put the outage in the trace)", which);
+	if (c->prio && c->win_n)
+		FAIL("--%s: prio=1 and outage windows cannot be combined", which);
 	if (c->trace_n && c->off_ns)
 		FAIL("--%s: an outage schedule and a trace cannot be combined (put the outage in the trace)",
 		     which);
@@ -456,7 +466,7 @@ void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed)
 	rng_seed(&d->rng, seed);
 	default_limits(&d->cfg, max_slots);
 	int64_t t0 = now_ns();
-	if (d->cfg.trace_n || d->cfg.off_ns)
+	if (d->cfg.trace_n || has_outage(&d->cfg))
 		trace_start(d, t0); /* the trace's (or outage schedule's) time 0: the devices exist */
 	aqm_start(d, t0);
 }
@@ -512,12 +522,21 @@ void control_line(dir_t *up, dir_t *down, char *line)
 				default_limits(&c, d->max_slots);
 				if (c.ge != d->cfg.ge || c.ge_p != d->cfg.ge_p || c.ge_r != d->cfg.ge_r)
 					d->ge_bad = 0;
+				/* Outage windows count from the link's start, or from this change if the link had
+				 * no schedule of its own until now. */
+				if (c.win_n && !d->cfg.trace_n && !has_outage(&d->cfg))
+					d->tr_t0 = now_ns();
+				free(d->cfg.win_start);
+				free(d->cfg.win_end);
 				d->cfg = c;
 				c.trace_ms = NULL;
+				c.win_start = c.win_end = NULL;
 			}
 		}
 		if (c.trace_ms && c.trace_ms != d->cfg.trace_ms)
 			free(c.trace_ms);
+		free(c.win_start);
+		free(c.win_end);
 	}
 	printf("{\"event\": \"set\", \"dir\": \"%s\", \"ok\": %s, \"t_ns\": %lld", which,
 	       err[0] ? "false" : "true", (long long)now_ns());

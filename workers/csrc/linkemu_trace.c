@@ -1,7 +1,8 @@
 /*
  * linkemu_trace.c: a direction's rate stage driven by a Mahimahi-format trace (`trace=PATH`)
- * instead of a constant rate, and the periodic outage schedule (`outage=ON:OFF`, seconds), during
- * whose "off" part the rate stage serves nothing and packets wait in the queue.
+ * instead of a constant rate, and the outage schedules: periodic (`outage=ON:OFF`, seconds) or
+ * windows once (`outages=S:E/S:E/...`, seconds from the direction's time 0), during whose "off"
+ * parts the rate stage serves nothing and packets wait in the queue.
  *
  * The trace file has one integer per line: a millisecond timestamp at which the link offers one
  * delivery opportunity of TRACE_OPP_BYTES bytes; a timestamp repeated n times offers n.  The
@@ -77,10 +78,41 @@ int64_t trace_tx_end(dir_t *d, int64_t start, uint32_t len)
 	}
 }
 
+/* The first outage window that ends after `t` (win_n when none does). */
+static uint32_t window_after(const dir_cfg_t *c, int64_t rel)
+{
+	uint32_t lo = 0, hi = c->win_n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (c->win_end[mid] <= rel)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 int64_t outage_tx_end(const dir_t *d, int64_t start, int64_t need_ns)
 {
 	const dir_cfg_t *c = &d->cfg;
-	int64_t period = c->on_ns + c->off_ns, t = start;
+	int64_t t = start;
+	if (c->win_n) {
+		for (;;) {
+			uint32_t w = window_after(c, t - d->tr_t0);
+			if (w == c->win_n)
+				return t + need_ns; /* no outage ahead */
+			int64_t ws = d->tr_t0 + c->win_start[w], we = d->tr_t0 + c->win_end[w];
+			if (t >= ws) { /* inside the window: wait for its end */
+				t = we;
+				continue;
+			}
+			if (t + need_ns <= ws)
+				return t + need_ns;
+			need_ns -= ws - t; /* serialisation pauses over the outage and goes on after it */
+			t = we;
+		}
+	}
+	int64_t period = c->on_ns + c->off_ns;
 	for (;;) {
 		int64_t phase = (t - d->tr_t0) % period;
 		if (phase < 0)
@@ -95,6 +127,63 @@ int64_t outage_tx_end(const dir_t *d, int64_t start, int64_t need_ns)
 		need_ns -= left; /* serialisation pauses over the outage and goes on after it */
 		t += left;
 	}
+}
+
+/* outages=S:E/S:E/... in seconds: sorted, apart, each longer than 0 and within a day. */
+int outage_windows_parse(dir_cfg_t *c, const char *spec, char *err, size_t errlen)
+{
+	size_t cap = 16, n = 0;
+	int64_t *ws = malloc(cap * sizeof *ws), *we = malloc(cap * sizeof *we);
+	const char *p = spec;
+	int rc = 0;
+	while (!rc && *p) {
+		char *end;
+		double a = strtod(p, &end), b = -1;
+		int bad = end == p || *end != ':';
+		if (!bad) {
+			p = end + 1;
+			b = strtod(p, &end);
+			bad = end == p || (*end && *end != '/');
+			p = *end ? end + 1 : end;
+		}
+		if (bad || !(a >= 0) || !(b > a) || b > 86400.0) {
+			snprintf(err, errlen, "outages=%.60s: window %zu: needs START:END seconds, 0 <= START < END <= 86400",
+				 spec, n + 1);
+			rc = -1;
+			break;
+		}
+		int64_t s0 = (int64_t)llround(a * 1e9), e0 = (int64_t)llround(b * 1e9);
+		if (n && s0 < we[n - 1]) {
+			snprintf(err, errlen, "outages=%.60s: window %zu starts before the one above ends", spec, n + 1);
+			rc = -1;
+		} else if (n >= OUTAGE_MAX_WINDOWS) {
+			snprintf(err, errlen, "outages=: more than %d windows", OUTAGE_MAX_WINDOWS);
+			rc = -1;
+		} else {
+			if (n == cap) {
+				cap *= 2;
+				ws = realloc(ws, cap * sizeof *ws);
+				we = realloc(we, cap * sizeof *we);
+			}
+			ws[n] = s0;
+			we[n++] = e0;
+		}
+	}
+	if (!rc && n == 0) {
+		snprintf(err, errlen, "outages=: needs at least one START:END window");
+		rc = -1;
+	}
+	if (rc) {
+		free(ws);
+		free(we);
+		return -1;
+	}
+	free(c->win_start);
+	free(c->win_end);
+	c->win_start = ws;
+	c->win_end = we;
+	c->win_n = (uint32_t)n;
+	return 0;
 }
 
 void trace_start(dir_t *d, int64_t t0)

@@ -11,6 +11,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -472,3 +473,53 @@ def test_an_outage_schedule_stops_the_link_and_packets_wait_through_it() -> None
     assert 0.25 <= gaps[-1] <= 0.32 and gaps[-2] >= 0.25, gaps[-4:]  # outages waited out, no longer
     assert gaps[-4] < 0.05, gaps[-4:]  # and never more than three of them
     assert 0.8 <= times[-1] - times[0] <= 1.6
+
+
+def test_outage_windows_hold_the_link_down_once_at_their_times() -> None:
+    # Down for the first second and from 1.5 s to 1.8 s after the link's start: 600 packets sent at
+    # once (well before 1 s) leave from 1 s on at 12 Mbit/s, 500 of them before 1.5 s, the rest
+    # after the second outage, which is waited out exactly once.
+    windows = ((0.0, 1.0), (1.5, 1.8))
+    with Pair(Prof(up=Dir(rate_bps=12e6, outage_windows=windows, limit_pkts=5000))) as pair:
+        times = arrival_times(pair, 600, 1500, settle_s=3.0)
+        t0 = pair.link.stats()["up"]["trace_t0_ns"] / 1e9
+    assert len(times) == 600
+    assert times[0] >= t0 + 1.0, "a packet left during the first outage"
+    assert not [t for t in times if t0 + 1.502 < t < t0 + 1.798], "a packet left during the second"
+    gaps = sorted(b - a for a, b in itertools.pairwise(times))
+    assert 0.28 <= gaps[-1] <= 0.33 and gaps[-2] < 0.05, gaps[-3:]
+
+
+def test_outage_windows_are_read_from_a_file_and_bad_ones_are_refused(tmp_path: Path) -> None:
+    from qoelab.emulation.profile import read_outage_file
+
+    f = tmp_path / "outages.txt"
+    f.write_text("# when the train is in a tunnel\n10 12\n30s-35s  # the long one\n\n")
+    prof = LinkProfile.parse(rate="10mbit", outage=read_outage_file(f))
+    assert prof.down.outage_windows == ((10.0, 12.0), (30.0, 35.0)) and prof.down.outage is None
+    assert "outages=10.0:12.0/30.0:35.0" in userspace.direction_spec(prof.down, "down")
+    assert LinkProfile.from_json(prof.to_json()) == prof
+    assert prof.needs_userspace.startswith("an outage schedule")
+    from qoelab.emulation.linkparams import LinkParams
+
+    swept = LinkParams(rate="5mbit", outage="10s-12s, 30s-35s").to_profile()
+    assert swept.up.outage_windows == swept.down.outage_windows == ((10.0, 12.0), (30.0, 35.0))
+    with pytest.raises(ValueError, match="outage: window 2 starts at 1s, before the one above ends"):
+        LinkParams(rate="5mbit", outage="0s-2s, 1s-3s")
+    f.write_text("10 12\nsoon\n")
+    with pytest.raises(ParameterError, match="line 2: needs START END"):
+        read_outage_file(f)
+    for spec, words in (("10s-12s, 11s-13s", "window 2 starts at 11s, before the one above ends"),
+                        ("5s-5s", "window 1 (5s-5s): must end at least 1ms after"),
+                        ("1s-2s, 3s-90000s", "and by 86400s")):  # fmt: skip
+        with pytest.raises(ParameterError, match=re.escape(words)) as err:
+            LinkProfile.parse(rate="10mbit", outage=spec)
+        assert err.value.field == "outage"
+    base = [str(userspace.binary_path()), "--client-ns", "x", "--server-ns", "y", "--client-if", "a",
+            "--server-if", "b"]  # fmt: skip
+    res = subprocess.run(
+        [*base, "--up", "rate=1e6,outages=2:3/1:4"], capture_output=True, text=True, timeout=10
+    )
+    assert (
+        res.returncode == userspace.EXIT_USAGE and "window 2 starts before the one above ends" in res.stderr
+    )

@@ -39,6 +39,16 @@ def register(subparsers: Any) -> None:
         "instead of --rate; the check then measures the trace (docs/emulation.md)",
     )
     check.add_argument("--up-trace", help="the client -> server direction's trace")
+    check.add_argument("--queue", choices=("fifo", "drophead", "codel", "pie", "prio"), default="fifo",
+                       help="the queue in front of the rate (docs/emulation.md)")  # fmt: skip
+    check.add_argument("--queue-target", help="CoDel's target or PIE's reference delay, e.g. 5ms")
+    check.add_argument("--queue-interval", help="CoDel's interval or PIE's update period, e.g. 100ms")
+    check.add_argument("--queue-max-burst", help="PIE's burst allowance, e.g. 150ms")
+    outage = check.add_mutually_exclusive_group()
+    outage.add_argument("--outage", help="periodic ON/OFF (4s/1s) or windows (10s-12s, 30s-35s)")
+    outage.add_argument(
+        "--outage-file", help="outage windows, one START END per line (seconds or 12s), # comments"
+    )
     check.add_argument("--mtu", type=int, default=1500)
     check.add_argument("--seed", type=int, default=1)
     add_tcp_arguments(check)
@@ -175,7 +185,7 @@ def _sigterm_to_exit() -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from qoelab.emulation.profile import LinkProfile
+    from qoelab.emulation.profile import LinkProfile, read_outage_file
 
     try:
         profile = LinkProfile.parse(
@@ -192,6 +202,11 @@ def cmd_check(args: argparse.Namespace) -> int:
             up_loss=args.up_loss,
             trace=args.trace,
             up_trace=args.up_trace,
+            queue=args.queue,
+            queue_target=args.queue_target,
+            queue_interval=args.queue_interval,
+            queue_max_burst=args.queue_max_burst,
+            outage=read_outage_file(args.outage_file) if args.outage_file else args.outage,
             mtu=args.mtu,
             seed=args.seed,
             tcp=tcp_from_args(args),

@@ -24,7 +24,7 @@ from qoelab.emulation.profile import (
     LinkProfile,
     parse_gemodel,
     parse_limit,
-    parse_outage,
+    parse_outages,
 )
 from qoelab.emulation.tcp import (
     BUFFER_MAX,
@@ -71,8 +71,8 @@ class LinkParams(BaseModel):
     up_link_trace: str | None = Field(default=None, description="the client -> server direction's trace")
     outage: str | None = Field(
         default=None,
-        description="a periodic outage of both directions, ON/OFF (e.g. 4s/1s: up 4 s, down 1 s); "
-        "packets wait through it",
+        description="outages of both directions, packets waiting through them: periodic ON/OFF (4s/1s: "
+        "up 4 s, down 1 s) or windows from the link's start (10s-12s, 30s-35s)",
     )
     # After the rate, the traces and the outage: the queue's validators read them.
     queue: Literal["fifo", "drophead", "codel", "pie", "prio"] = Field(
@@ -117,7 +117,7 @@ class LinkParams(BaseModel):
         if value in (None, ""):
             return None
         try:
-            Direction(outage=parse_outage(value)).validate("")
+            Direction(rate_bps=RATE_MIN_BPS, **parse_outages(value)).validate("")
         except ParameterError as err:
             raise ValueError(f"{err.field}: {err.message}") from None
         return value

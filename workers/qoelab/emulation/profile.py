@@ -26,6 +26,8 @@ so their semantics are fixed here and in ``docs/emulation.md``:
   whose delivery opportunities the userspace backend replays in a loop ("Trace links").
 * ``outage``: ``(on_s, off_s)``, a periodic schedule from the link's start: the userspace backend's
   rate stage serves nothing during each ``off_s`` and packets wait in the queue ("Outages").
+  ``outage_windows``: ``((start_s, end_s), ...)`` instead, outages once at those times from the
+  link's start (written ``10s-12s, 30s-35s``, or read from a file by ``qoelab link check``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from qoelab.emulation import traces
@@ -60,6 +63,9 @@ LIMIT_PKTS_MAX = 1_000_000
 LIMIT_BYTES_MAX = 1 << 30
 JITTER_DISTS = ("uniform", "normal")
 OUTAGE_MIN_S, OUTAGE_MAX_S = 0.001, 86400.0  # linkemu's bounds for each part of the schedule
+# Outage windows: linkemu takes them on its command line, one argument of at most 128 KiB per
+# direction, so 2000 windows (about 40 KB) is the bound.
+OUTAGE_WINDOWS_MAX = 2000
 AQM_PARAM_MIN_S, AQM_PARAM_MAX_S = 1e-4, 60.0  # linkemu's bounds for target, interval, max_burst
 # Which queue takes which parameter ("queue_max_burst_s" is PIE's MAX_BURST).
 AQM_PARAMS = {"codel": ("queue_target_s", "queue_interval_s"),
@@ -88,6 +94,7 @@ class Direction:
     queue_max_burst_s: float | None = None
     trace: str | None = None
     outage: tuple[float, float] | None = None
+    outage_windows: tuple[tuple[float, float], ...] | None = None
 
     def validate(self, prefix: str = "") -> Direction:
         """Raise ParameterError naming the field (``prefix`` + name) and the bound; return self."""
@@ -183,6 +190,8 @@ class Direction:
                 )
             if self.queue == "prio":
                 raise ParameterError(p + "outage", "cannot be combined with the prio queue")
+        if self.outage_windows is not None:
+            self._check_windows(p + "outage")
         if self.trace is not None:
             if self.rate_bps is not None:
                 raise ParameterError(
@@ -195,6 +204,39 @@ class Direction:
             except traces.TraceError as err:
                 raise ParameterError(p + "trace", str(err)) from None
         return self
+
+    def _check_windows(self, field: str) -> None:
+        windows = self.outage_windows or ()
+        if not 1 <= len(windows) <= OUTAGE_WINDOWS_MAX:
+            raise ParameterError(field, f"needs 1 to {OUTAGE_WINDOWS_MAX} windows, got {len(windows)}")
+        last_end = 0.0
+        for i, window in enumerate(windows, start=1):
+            if len(window) != 2:
+                raise ParameterError(field, f"window {i}: needs a start and an end")
+            start, end = window
+            _check_number(f"{field}.window{i}", start)
+            _check_number(f"{field}.window{i}", end)
+            if not end - start >= OUTAGE_MIN_S or end > OUTAGE_MAX_S:
+                raise ParameterError(
+                    field,
+                    f"window {i} ({format_duration(start)}-{format_duration(end)}): must end at least "
+                    f"{format_duration(OUTAGE_MIN_S)} after it starts, and by "
+                    f"{format_duration(OUTAGE_MAX_S)}",
+                )
+            if start < last_end:
+                raise ParameterError(
+                    field,
+                    f"window {i} starts at {format_duration(start)}, before the one above ends "
+                    f"({format_duration(last_end)}): give them in order, apart",
+                )
+            last_end = end
+        if self.outage is not None:
+            raise ParameterError(field, "give a periodic outage (4s/1s) or outage windows, not both")
+        if self.trace is not None:
+            raise ParameterError(field, "cannot be combined with a trace: put the outage in the trace "
+                                 "(qoelab link trace make csv, a rate of 0 in the outage rows)")  # fmt: skip
+        if self.queue == "prio":
+            raise ParameterError(field, "cannot be combined with the prio queue")
 
     def capacity_bps(self) -> float | None:
         """What the bottleneck offers on average: the rate, or the trace's mean (None: unshaped)."""
@@ -242,6 +284,10 @@ class Direction:
             parts.append(
                 f"outage {format_duration(self.outage[1])} every {format_duration(sum(self.outage))}"
             )
+        if self.outage_windows:
+            total = sum(end - start for start, end in self.outage_windows)
+            parts.append(f"outages {len(self.outage_windows)} ({format_duration(total)} in all, the first "
+                         f"at {format_duration(self.outage_windows[0][0])})")  # fmt: skip
         return ", ".join(parts)
 
 
@@ -289,7 +335,7 @@ class LinkProfile:
         for d in (self.down, self.up):
             if d.trace is not None:
                 return "a trace link (the kernel's netem and tbf have no trace replay)"
-            if d.outage is not None:
+            if d.outage is not None or d.outage_windows is not None:
                 return "an outage schedule (the kernel's netem and tbf have none)"
             if d.queue != "fifo":
                 return f"the {d.queue} queue (the kernel backend has one drop-tail queue)"
@@ -356,7 +402,7 @@ class LinkProfile:
             queue_interval_s=_optional_duration(queue_interval, "queue_interval"),
             queue_max_burst_s=_optional_duration(queue_max_burst, "queue_max_burst"),
             trace=_trace_path(trace, "trace"),
-            outage=parse_outage(outage, "outage"),
+            **parse_outages(outage, "outage"),
         )
         down.validate("")
         up = down
@@ -396,6 +442,8 @@ class LinkProfile:
             for key in ("gemodel", "outage"):
                 if d.get(key) is not None:
                     d[key] = tuple(float(x) for x in d[key])
+            if d.get("outage_windows") is not None:
+                d["outage_windows"] = tuple((float(a), float(b)) for a, b in d["outage_windows"])
             try:
                 return Direction(**d)
             except TypeError as exc:
@@ -509,6 +557,59 @@ def parse_outage(value: object, field: str = "outage") -> tuple[float, float] | 
     if not isinstance(parts, list | tuple) or len(parts) != 2:
         raise ParameterError(field, f"needs ON/OFF durations such as 4s/1s, got {value!r}")
     return (parse_duration(parts[0], f"{field}.on"), parse_duration(parts[1], f"{field}.off"))
+
+
+def parse_outage_windows(value: object, field: str = "outage") -> tuple[tuple[float, float], ...] | None:
+    """``'10s-12s, 30s-35s'`` (down from 10 s to 12 s after the link's start, and from 30 s to
+    35 s) -> ((10.0, 12.0), (30.0, 35.0)); empty -> None."""
+    if value in (None, ""):
+        return None
+    items = [x.strip() for x in value.split(",") if x.strip()] if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ParameterError(field, f"needs START-END windows such as 10s-12s, 30s-35s, got {value!r}")
+    windows = []
+    for i, item in enumerate(items, start=1):
+        parts = item.split("-") if isinstance(item, str) else item
+        if not isinstance(parts, list | tuple) or len(parts) != 2:
+            raise ParameterError(field, f"window {i}: needs START-END such as 10s-12s, got {item!r}")
+        windows.append(
+            (parse_duration(parts[0], f"{field}.window{i}"), parse_duration(parts[1], f"{field}.window{i}"))
+        )
+    return tuple(windows)
+
+
+def read_outage_file(path: str | Path, field: str = "outage_file") -> str:
+    """Outage windows from a file, one ``START END`` (or ``START-END``) per line, seconds or with
+    units (``12``, ``12s``, ``500ms``), ``#`` comments -> the ``10s-12s, ...`` form; a bad line is
+    one sentence naming it."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ParameterError(
+            field, f"{path}: cannot read it ({getattr(err, 'strerror', None) or err})"
+        ) from None
+    windows = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.replace("-", " ").split()
+        if len(parts) != 2:
+            raise ParameterError(field, f"{path}: line {number}: needs START END, got {line[:40]!r}")
+        start, end = (
+            parse_duration(x if x[-1:].isalpha() else x + "s", f"{field} line {number}") for x in parts
+        )
+        windows.append(f"{start!r}s-{end!r}s")
+    if not windows:
+        raise ParameterError(field, f"{path}: no START END line")
+    return ", ".join(windows)
+
+
+def parse_outages(value: object, field: str = "outage") -> dict[str, Any]:
+    """An outage in either form: periodic ``ON/OFF`` (``4s/1s``) or windows (``10s-12s, 30s-35s``)."""
+    if isinstance(value, str) and "/" not in value and "-" in value:
+        return {"outage": None, "outage_windows": parse_outage_windows(value, field)}
+    return {"outage": parse_outage(value, field), "outage_windows": None}
 
 
 def parse_limit(value: object, field: str = "limit") -> dict[str, int | None]:

@@ -61,6 +61,7 @@ class Direction(Protocol):
     queue_max_burst_s: float | None
     trace: str | None
     outage: tuple[float, float] | None
+    outage_windows: tuple[tuple[float, float], ...] | None
 
 
 class Profile(Protocol):
@@ -136,6 +137,11 @@ def direction_spec(d: Direction, name: str) -> str:
     if outage is not None:
         on, off = (check("outage", x, 0.001, 86400.0) for x in outage)
         parts.append(f"outage={_num(on)}:{_num(off)}")
+    windows = getattr(d, "outage_windows", None)
+    if windows:
+        checked = [(check("outage_windows", a, 0.0, 86400.0), check("outage_windows", b, 0.0, 86400.0))
+                   for a, b in windows]  # fmt: skip
+        parts.append("outages=" + "/".join(f"{_num(a)}:{_num(b)}" for a, b in checked))
     trace = getattr(d, "trace", None)
     if trace is not None:
         if d.rate_bps:
