@@ -360,6 +360,7 @@ static void served_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 				qpkts--;
 				qbytes -= v.len;
 				d->head_drops++;
+				v.r.start_ns = t; /* a head drop's record: when the arrival pushed it out */
 				served_drop(d, &v, FATE_HEADDROP);
 			}
 		}

@@ -194,7 +194,10 @@ def test_it_drops_tail_when_the_rate_queue_is_full() -> None:
     with Pair(prof) as pair:
         got = send_sequence(pair, 100, size=1000, settle_s=1.5)
         stats = pair.link.stats()["up"]
-    assert 10 <= len(got) <= 12, f"{len(got)} delivered through a 10-packet queue"
+    # The client's own IPv6 housekeeping (neighbour discovery, MLD) may hold a place in the queue
+    # when the burst comes: those packets are the link's others.
+    others = stats["packets"] - len(got)
+    assert 10 - others <= len(got) <= 12, f"{len(got)} delivered through a 10-packet queue ({others} others)"
     assert got == sorted(got)
     assert stats["dropped_queue"] >= 100 - len(got) - 2
     assert stats["max_backlog_packets"] == 10

@@ -19,7 +19,7 @@ import numpy as np
 DTYPE = np.dtype(
     [
         ("arrival_ns", "<i8"),  # read from the TUN device
-        ("start_ns", "<i8"),  # serialisation start; -1 if dropped (a CoDel drop: the time of the drop)
+        ("start_ns", "<i8"),  # serialisation start; -1 if dropped (a CoDel or head drop: when it was dropped)
         ("depart_ns", "<i8"),  # scheduled write to the far TUN device; -1 if dropped
         ("backlog_bytes", "<u4"),  # queue bytes found at arrival, incl. the packet in service
         ("ip_len", "<u2"),
