@@ -54,10 +54,13 @@ def measure(quota: float | None, reps: int = 5) -> dict[str, Any]:
     accel, _ = resolve_accel("auto", image)
     prefix = "qgs" + str(int(time.time() * 1000) % 1000000)
     ns = f"{prefix}v"
+    with tempfile.TemporaryDirectory(prefix="qoelab-speed-") as tmp:
+        # The saved state first: making it (none on this host yet) takes the namespace <prefix>v
+        # for its own boot and removes it after.
+        snap = get_snapshot(image, accel, prefix, DEFAULT_MEMORY_MB, Path(tmp) / "snapshot")
     create_netns(ns)
     try:
         with tempfile.TemporaryDirectory(prefix="qoelab-speed-") as tmp:
-            snap = get_snapshot(image, accel, prefix, DEFAULT_MEMORY_MB, Path(tmp) / "snapshot")
             shell = GuestShell(ns, image.directory / "root-key", prefix)
             guest_cm = running_guest(
                 prefix, Path(tmp) / "vm", ns=ns, accel=accel, vnc_display=None, spice_port=None,
