@@ -190,7 +190,7 @@ def test_link_params_check_the_queue_at_submit() -> None:
         LinkParams(rate="5mbit", queue="red")
 
 
-@pytest.mark.skipif(not userspace.binary_path().exists(), reason="linkemu is not built")
+@needs_tun  # builds linkemu when it is missing; skips, saying why, without root or TUN
 @pytest.mark.parametrize(
     ("down", "message"),
     [

@@ -494,7 +494,7 @@ def test_outage_windows_hold_the_link_down_once_at_their_times() -> None:
 
 
 def test_outage_windows_are_read_from_a_file_and_bad_ones_are_refused(tmp_path: Path) -> None:
-    from qoelab.emulation.profile import read_outage_file
+    from qoelab.emulation.outages import read_outage_file
 
     f = tmp_path / "outages.txt"
     f.write_text("# when the train is in a tunnel\n10 12\n30s-35s  # the long one\n\n")

@@ -185,7 +185,8 @@ def _sigterm_to_exit() -> None:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from qoelab.emulation.profile import LinkProfile, read_outage_file
+    from qoelab.emulation.outages import read_outage_file
+    from qoelab.emulation.profile import LinkProfile
 
     try:
         profile = LinkProfile.parse(

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from qoelab import params
 from qoelab.emulation import traces
+from qoelab.emulation.outages import parse_outages
 from qoelab.emulation.profile import (
     AQM_PARAM_MAX_S,
     AQM_PARAM_MIN_S,
@@ -24,7 +25,6 @@ from qoelab.emulation.profile import (
     LinkProfile,
     parse_gemodel,
     parse_limit,
-    parse_outages,
 )
 from qoelab.emulation.tcp import (
     BUFFER_MAX,

@@ -143,7 +143,7 @@ def load(path: str | Path) -> Trace:
 
 def library() -> list[Trace]:
     """The traces shipped with the lab."""
-    return [load(p) for p in sorted(LIBRARY.iterdir()) if p.suffix in (".down", ".up")]
+    return [load_cached(str(p)) for p in sorted(LIBRARY.iterdir()) if p.suffix in (".down", ".up")]
 
 
 def uploads_dir() -> Path:
