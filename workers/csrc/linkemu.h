@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <time.h>
 
+#include <linux/virtio_net.h>
+
 #define EXIT_USAGE 2
 #define EXIT_PERM 3
 #define EXIT_NONS 4
@@ -41,6 +43,10 @@
 #define TRACE_MAX_LINES 20000000
 #define TRACE_MAX_MS 86400000LL
 #define OUTAGE_MAX_WINDOWS 100000
+/* --offload 1 (linkemu_offload.c): bytes kept at the end of every slot for its meta_t, and the
+ * read buffer for a super-packet (64 KB of GSO plus headers). */
+#define META_BYTES 32
+#define GBUF_BYTES (65536 + 1024)
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "packet records are written in host order, which must be little-endian"
@@ -198,6 +204,15 @@ typedef struct {
 	uint32_t len;
 } txrec_t;
 
+/* --offload 1: what a slot's packet is written with (linkemu_offload.c), kept in the slot's
+ * last META_BYTES.  A segment cut from a super-packet has group != 0 and its index in it. */
+typedef struct {
+	struct virtio_net_hdr vh;
+	uint16_t idx, hlen, mss;
+	uint32_t group;
+} meta_t;
+_Static_assert(sizeof(meta_t) <= META_BYTES, "meta_t must fit the slot's tail");
+
 typedef struct {
 	const char *name;
 	dir_cfg_t cfg;
@@ -239,6 +254,11 @@ typedef struct {
 	double pie_p;
 	int64_t pie_qdelay, pie_qdelay_old, pie_next_update, pie_burst_left;
 	uint64_t head_drops, aqm_drops;
+	/* --offload 1: the read buffer, the last super-packet's number, super-packets read and
+	 * written */
+	unsigned char *gbuf;
+	uint32_t gso_group;
+	uint64_t rx_super, tx_super;
 	/* --records-*: NULL when off, so the packet path pays one pointer test */
 	FILE *rec;
 	uint64_t records;
@@ -254,6 +274,8 @@ typedef struct {
  * any packet. */
 extern size_t g_slot_size;
 extern uint32_t g_mtu;
+/* --offload: virtio-net headers and TSO on both TUN devices (linkemu_offload.c). */
+extern int g_offload;
 /* Set by the signal handler (linkemu_setup.c), read by the event loop in main. */
 extern volatile sig_atomic_t g_stop, g_dump;
 /* Failed record writes, over both directions. */
@@ -275,6 +297,10 @@ static inline unsigned char *slot_ptr(dir_t *d, uint32_t slot)
 	return d->chunks[slot / CHUNK_SLOTS] + (size_t)(slot % CHUNK_SLOTS) * g_slot_size;
 }
 
+/* The packet room of a slot, and its meta_t (after the packet room). */
+static inline uint32_t slot_room(void) { return (uint32_t)(g_slot_size - META_BYTES); }
+static inline meta_t *slot_meta(unsigned char *slot) { return (meta_t *)(slot + g_slot_size - META_BYTES); }
+
 /* ------------------------------------------------------------------------- */
 /* linkemu_setup.c                                                            */
 
@@ -285,15 +311,16 @@ typedef struct {
 	int mtu;
 	uint64_t seed;
 	int rt_prio;
-	int64_t spin_ns;
+	int64_t spin_ns, batch_ns;
 	uint32_t max_inflight;
+	int offload;
 } opts_t;
 
 __attribute__((noreturn, format(printf, 2, 3))) void die(int code, const char *fmt, ...);
 void *xcalloc(size_t n, size_t sz);
 void print_stats(dir_t *up, dir_t *down, const char *event);
 void install_signals(sigset_t *waitmask);
-int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd);
+int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int offload, int home_fd);
 void parse_args(int argc, char **argv, opts_t *o, dir_cfg_t *up, dir_cfg_t *down);
 FILE *open_records(const char *path);
 void dir_init(dir_t *d, const char *name, uint32_t max_slots, uint64_t seed);
@@ -309,6 +336,17 @@ void served_drop(dir_t *d, qent_t *e, int fate);
 qent_t served_pop(dir_t *d, int ring);
 void read_side(dir_t *d);
 void send_due(dir_t *d, int64_t t);
+int slot_alloc(dir_t *d, uint32_t *out);
+pkt_t heap_pop(dir_t *d);
+void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t);
+void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t t);
+void sent(dir_t *d, const pkt_t *p, int64_t now, int ok);
+
+/* ------------------------------------------------------------------------- */
+/* linkemu_offload.c                                                          */
+
+void offload_read_side(dir_t *d);
+int offload_send(dir_t *d, int64_t t);
 
 /* ------------------------------------------------------------------------- */
 /* linkemu_trace.c                                                            */

@@ -20,7 +20,7 @@ uint64_t rec_errors;
 /* ------------------------------------------------------------------------- */
 /* Slot pool.                                                                */
 
-static int slot_alloc(dir_t *d, uint32_t *out)
+int slot_alloc(dir_t *d, uint32_t *out)
 {
 	if (d->nfree == 0) {
 		if (d->nslots >= d->max_slots)
@@ -60,7 +60,7 @@ static void heap_push(dir_t *d, pkt_t p)
 	d->heap[i] = p;
 }
 
-static pkt_t heap_pop(dir_t *d)
+pkt_t heap_pop(dir_t *d)
 {
 	pkt_t top = d->heap[0];
 	pkt_t last = d->heap[--d->heap_n];
@@ -387,7 +387,7 @@ static void served_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 }
 
 /* Decide the fate of a packet that was just read into `slot`. */
-static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
+void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 {
 	dir_cfg_t *c = &d->cfg;
 	if (is_served(c)) {
@@ -473,7 +473,7 @@ static void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t)
 }
 
 /* Record a packet dropped before the queue (pool exhausted, larger than a slot). */
-static void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t t)
+void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t t)
 {
 	rec_t r;
 	parse_packet(p, len, t, &r);
@@ -491,6 +491,10 @@ static void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t
 /* Read what the kernel has queued on d->in_fd (bounded batch). */
 void read_side(dir_t *d)
 {
+	if (g_offload) {
+		offload_read_side(d);
+		return;
+	}
 	for (int i = 0; i < READ_BATCH; i++) {
 		uint32_t slot;
 		if (slot_alloc(d, &slot) < 0) {
@@ -506,6 +510,7 @@ void read_side(dir_t *d)
 				record_other(d, scratch, (uint32_t)n, now_ns());
 			continue;
 		}
+		/* Read up to the whole slot: a packet longer than its room is then seen, and dropped. */
 		ssize_t n = read(d->in_fd, slot_ptr(d, slot), g_slot_size);
 		if (n <= 0) {
 			slot_free(d, slot);
@@ -513,7 +518,7 @@ void read_side(dir_t *d)
 				die(EXIT_RUNTIME, "read from %s TUN: %s", d->name, strerror(errno));
 			return;
 		}
-		if ((size_t)n >= g_slot_size) {
+		if ((size_t)n > slot_room()) {
 			d->oversize_drops++;
 			if (d->rec)
 				record_other(d, slot_ptr(d, slot), (uint32_t)n, now_ns());
@@ -524,23 +529,34 @@ void read_side(dir_t *d)
 	}
 }
 
+/* A packet has been written (ok) or refused by the kernel at `now`: count it, free its slot. */
+void sent(dir_t *d, const pkt_t *p, int64_t now, int ok)
+{
+	int64_t late = now - p->depart;
+	if (ok) {
+		d->tx_pkts++;
+		d->tx_bytes += p->len;
+	} else {
+		d->tx_errors++;
+	}
+	if (late > d->late_max)
+		d->late_max = late;
+	int64_t b = late / 1000;
+	d->late_hist[b < LATE_BUCKETS ? b : LATE_BUCKETS - 1]++;
+	slot_free(d, p->slot);
+}
+
 /* Write every packet whose departure time has come. */
 void send_due(dir_t *d, int64_t t)
 {
-	for (int i = 0; i < WRITE_BATCH && d->heap_n > 0 && d->heap[0].depart <= t; i++) {
-		pkt_t p = heap_pop(d);
-		int64_t late = now_ns() - p.depart;
-		ssize_t n = write(d->out_fd, slot_ptr(d, p.slot), p.len);
-		if (n < 0) {
-			d->tx_errors++;
-		} else {
-			d->tx_pkts++;
-			d->tx_bytes += p.len;
+	for (int i = 0; i < WRITE_BATCH && d->heap_n > 0 && d->heap[0].depart <= t;) {
+		if (g_offload) {
+			i += offload_send(d, t);
+			continue;
 		}
-		if (late > d->late_max)
-			d->late_max = late;
-		int64_t b = late / 1000;
-		d->late_hist[b < LATE_BUCKETS ? b : LATE_BUCKETS - 1]++;
-		slot_free(d, p.slot);
+		pkt_t p = heap_pop(d);
+		int64_t now = now_ns();
+		sent(d, &p, now, write(d->out_fd, slot_ptr(d, p.slot), p.len) >= 0);
+		i++;
 	}
 }

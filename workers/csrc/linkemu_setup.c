@@ -75,14 +75,15 @@ static void print_dir(FILE *f, dir_t *d)
 		",\"records\":%" PRIu64 ",\"record_errors\":%" PRIu64
 		",\"trace_t0_ns\":%lld,\"trace_opportunities\":%" PRIu64
 		",\"qdisc\":\"%s\",\"dropped_head\":%" PRIu64 ",\"dropped_aqm\":%" PRIu64
-		",\"pie_drop_prob\":%.6f}",
+		",\"pie_drop_prob\":%.6f,\"offload\":%d,\"rx_super\":%" PRIu64 ",\"tx_super\":%" PRIu64 "}",
 		d->name, d->rx_pkts, d->rx_bytes, d->tx_pkts, d->tx_bytes, d->loss_drops, d->queue_drops,
 		d->overflow_drops, d->oversize_drops, d->tx_errors, d->heap_n, d->max_backlog_pkts,
 		d->max_backlog_bytes, late_quantile_us(d, 0.5), late_quantile_us(d, 0.99), (double)d->late_max / 1e3,
 		d->cfg.prio, d->queue_drops_high, d->pushed_out, d->ring[CLS_HIGH].n, d->ring[CLS_LOW].n,
 		d->rx_cls[CLS_HIGH], d->rx_cls[CLS_LOW], d->served_cls[CLS_HIGH], d->served_cls[CLS_LOW],
 		d->records, rec_errors, (long long)(d->cfg.trace_n || has_outage(&d->cfg) ? d->tr_t0 : 0),
-		d->cfg.trace_n ? d->tr_k : 0, qdisc_names[d->cfg.qdisc], d->head_drops, d->aqm_drops, d->pie_p);
+		d->cfg.trace_n ? d->tr_k : 0, qdisc_names[d->cfg.qdisc], d->head_drops, d->aqm_drops, d->pie_p,
+		g_offload, d->rx_super, d->tx_super);
 }
 
 void print_stats(dir_t *up, dir_t *down, const char *event)
@@ -152,7 +153,7 @@ static void configure_if(const char *ifname, int mtu)
 }
 
 /* Enter namespace `ns`, create TUN `ifname` there, and come back. */
-int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd)
+int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int offload, int home_fd)
 {
 	char path[512];
 	snprintf(path, sizeof path, "/run/netns/%s", ns);
@@ -170,11 +171,15 @@ int open_tun_in_ns(const char *ns, const char *ifname, int mtu, int home_fd)
 		    strerror(errno));
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof ifr);
-	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (offload ? IFF_VNET_HDR : 0);
 	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0)
 		die(errno == EPERM ? EXIT_PERM : errno == EBUSY ? EXIT_RUNTIME : EXIT_NOTUN,
 		    "creating TUN %s in %s: %s", ifname, ns, strerror(errno));
+	/* Checksum and TCP segmentation offload, as a virtio NIC offers its guest: the sender's
+	 * stack then hands over super-packets (linkemu_offload.c cuts them). */
+	if (offload && ioctl(fd, TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) < 0)
+		die(EXIT_NOTUN, "offloads on TUN %s in %s: %s", ifname, ns, strerror(errno));
 	configure_if(ifname, mtu);
 
 	if (setns(home_fd, CLONE_NEWNET) < 0)
@@ -190,6 +195,7 @@ static void usage(void)
 	fputs("usage: linkemu --client-ns NS --server-ns NS --client-if IF --server-if IF\n"
 	      "               [--up SPEC] [--down SPEC] [--mtu N] [--seed N] [--spin-us N]\n"
 	      "               [--max-inflight N] [--rt-prio N (0 = normal scheduling; default 10)]\n"
+	      "               [--offload 0|1 (1: TSO super-packets, cut here, merged again on write)]\n"
 	      "SPEC: comma-separated key=value, keys:\n"
 	      "  rate=BITS_PER_S (0 = unlimited)  delay=S  jitter=S  dist=uniform|normal\n"
 	      "  reorder=0|1  loss=PERCENT  ge=P:R:H:K (percent, as netem `loss gemodel p r 1-h 1-k`)\n"
@@ -413,6 +419,10 @@ void parse_args(int argc, char **argv, opts_t *o, dir_cfg_t *up, dir_cfg_t *down
 			o->spin_ns = (int64_t)(parse_num("spin-us", v, 0, 10000) * 1000);
 		else if (!strcmp(a, "--rt-prio"))
 			o->rt_prio = (int)parse_num("rt-prio", v, 0, 99);
+		else if (!strcmp(a, "--batch-us"))
+			o->batch_ns = (int64_t)(parse_num("batch-us", v, 0, 10000) * 1000);
+		else if (!strcmp(a, "--offload"))
+			o->offload = (int)parse_num("offload", v, 0, 1);
 		else if (!strcmp(a, "--max-inflight"))
 			o->max_inflight = (uint32_t)parse_num("max-inflight", v, CHUNK_SLOTS, 1 << 24);
 		else

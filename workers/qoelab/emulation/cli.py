@@ -51,6 +51,9 @@ def register(subparsers: Any) -> None:
     )
     check.add_argument("--mtu", type=int, default=1500)
     check.add_argument("--seed", type=int, default=1)
+    check.add_argument(
+        "--offload", action="store_true", help="userspace link: segmentation offload, batched writes"
+    )
     add_tcp_arguments(check)
     check.add_argument("--backend", choices=("auto", "netem", "userspace"), default="auto")
     check.add_argument("--duration", type=float, default=None,
@@ -210,6 +213,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             outage=read_outage_file(args.outage_file) if args.outage_file else args.outage,
             mtu=args.mtu,
             seed=args.seed,
+            offload=args.offload,
             tcp=tcp_from_args(args),
         )
         if args.duration is not None and not 1 <= args.duration <= 600:

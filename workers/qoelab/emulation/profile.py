@@ -293,6 +293,12 @@ class LinkProfile:
 
     ``tcp`` is what both namespaces' TCP is set to (``qoelab.emulation.tcp``): not the link itself,
     but part of every condition, so it travels with the profile.
+
+    ``offload`` (userspace backend only): the emulator's devices take TCP segmentation offload and
+    it batches its writes at high packet rates, for a fraction of the CPU. Every packet still meets
+    the link on its own (loss, queue, rate, records), but captures on the link's interfaces see
+    super-packets, and at high rates packets leave up to ``OFFLOAD_BATCH_US`` late
+    (docs/emulation.md, "Offload").
     """
 
     up: Direction
@@ -300,6 +306,7 @@ class LinkProfile:
     mtu: int = 1500
     seed: int = 1
     tcp: TcpSettings = TcpSettings()
+    offload: bool = False
 
     def validate(self) -> LinkProfile:
         self.down.validate("")
@@ -311,6 +318,8 @@ class LinkProfile:
             )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ParameterError("seed", f"must be an integer between 0 and 2^63-1, got {self.seed!r}")
+        if not isinstance(self.offload, bool):
+            raise ParameterError("offload", f"must be true or false, got {self.offload!r}")
         return self
 
     @property
@@ -377,6 +386,7 @@ class LinkProfile:
         mtu: object = 1500,
         seed: object = 1,
         tcp: TcpSettings | None = None,
+        offload: bool = False,
     ) -> LinkProfile:
         """Build a validated profile from human strings (``'10mbit'``, ``'25ms'``, ``'0.5%'``).
 
@@ -417,7 +427,9 @@ class LinkProfile:
         if up_limit not in (None, ""):
             up = replace(up, **parse_limit(up_limit, "up_limit"))
         mtu_, seed_ = _parse_int(mtu, "mtu"), _parse_int(seed, "seed")
-        return cls(up=up, down=down, mtu=mtu_, seed=seed_, tcp=tcp or TcpSettings()).validate()
+        return cls(
+            up=up, down=down, mtu=mtu_, seed=seed_, tcp=tcp or TcpSettings(), offload=offload
+        ).validate()
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -135,7 +135,8 @@ class EmulatedLink:
             raise ParameterError(
                 "mtu", f"cannot change while the link runs ({self.profile.mtu} -> {profile.mtu})"
             )
-        profile = dataclasses.replace(profile.validate(), tcp=self.profile.tcp)
+        # TCP settings and offload belong to the namespaces and devices, which stay as they are.
+        profile = dataclasses.replace(profile.validate(), tcp=self.profile.tcp, offload=self.profile.offload)
         ack = self.emulator.set_profile(profile)
         entry = {"t_mono_s": ack["t_ns"] / 1e9, "t_unix": time.time(), "reason": reason,
                  "profile": profile.summary()}  # fmt: skip
@@ -168,6 +169,7 @@ class EmulatedLink:
             "server_ip": self.server_ip,
             "mtu": self.profile.mtu,
             "tcp": self.tcp,
+            **({"offload": True} if self.profile.offload and self.backend == "userspace" else {}),
             **({"switches": self.switches} if self.switches else {}),
             # Which trace each traced direction replays, by name and checksum (provenance).
             **({"traces": traced} if (traced := self.profile.trace_provenance()) else {}),

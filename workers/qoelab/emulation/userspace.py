@@ -41,6 +41,9 @@ DEFAULT_MAX_INFLIGHT = 131072  # packets per direction linkemu may hold (buffers
 # The queues linkemu runs in front of a direction's rate stage: the drop-tail FIFO, the two-class
 # priority queue, drop-head, CoDel (RFC 8289) and PIE (RFC 8033).
 QUEUES = ("fifo", "prio", "drophead", "codel", "pie")
+# With a profile's ``offload``: linkemu's --batch-us, the longest a packet waits for others to leave
+# with it, at high packet rates only (docs/emulation.md, "Offload").
+OFFLOAD_BATCH_US = 250
 
 
 class Direction(Protocol):
@@ -69,6 +72,7 @@ class Profile(Protocol):
     down: Direction
     mtu: int
     seed: int
+    offload: bool
 
 
 binary_path = helpers.LINKEMU.path
@@ -226,6 +230,7 @@ class UserspaceLink:
             "--down", direction_spec(p.down, "down"),
             # room for the largest queue plus what is in flight on the delay line
             "--max-inflight", str(min(1 << 24, max(DEFAULT_MAX_INFLIGHT, limit + DEFAULT_MAX_INFLIGHT))),
+            *(["--offload", "1", "--batch-us", str(OFFLOAD_BATCH_US)] if p.offload else []),
             *(["--records-up", str(self.records_up)] if self.records_up is not None else []),
             *(["--records-down", str(self.records_down)] if self.records_down is not None else []),
         ]  # fmt: skip

@@ -198,7 +198,7 @@ class StorageBenchParams(LinkParams):
             jitter_dist=self.jitter_dist,
             # netem under WANem sorts packets by their jittered time: jitter reorders (scenarios.py)
             reorder=self.reorder or bool(self.jitter), limit=self.limit, **self.queue_settings(),
-            outage=self.outage, mtu=self.mtu, seed=seed, tcp=self.tcp_settings(),
+            outage=self.outage, mtu=self.mtu, seed=seed, tcp=self.tcp_settings(), offload=self.link_offload,
         )  # fmt: skip
 
 

@@ -142,6 +142,7 @@ class ThinclientParams(LinkParams):
             mtu=self.mtu,
             seed=seed,
             tcp=self.tcp_settings(),
+            offload=self.link_offload,
         )
 
     def to_run(self) -> Any:
