@@ -72,6 +72,43 @@ class Pair:
         ).stdout
 
 
+class VethPair(Pair):
+    """Client and server namespaces joined by a plain veth pair, no emulator: the kernel's own
+    forwarding, for the emulator's ceiling to be held against. ``offloads`` off turns off
+    checksum, segmentation and receive offloads on both ends (per-packet, as linkemu without
+    ``--offload``)."""
+
+    def __init__(self, prefix: str, offloads: bool) -> None:
+        self.cns, self.sns = prefix + "c", prefix + "s"
+        self.cif, self.sif = prefix + "v0", prefix + "v1"
+        self.offloads = offloads
+
+    def __enter__(self) -> VethPair:
+        run = partial(subprocess.run, check=True, capture_output=True)
+        for ns in (self.cns, self.sns):
+            run(["ip", "netns", "add", ns])
+        try:
+            run(["ip", "-n", self.cns, "link", "add", self.cif, "type", "veth", "peer", "name", self.sif,
+                 "netns", self.sns])  # fmt: skip
+            for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
+                run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", ifname])
+                run(["ip", "-n", ns, "link", "set", ifname, "up"])
+                run(["ip", "-n", ns, "link", "set", "lo", "up"])
+                if not self.offloads:
+                    self.sh(ns, "ethtool", "-K", ifname, "tx", "off", "rx", "off", "tso", "off", "gso", "off",
+                            "gro", "off")  # fmt: skip
+                self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864")
+                self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for ns in (self.cns, self.sns):
+            subprocess.run(["ip", "netns", "delete", ns], check=False, capture_output=True)
+
+
 def _icmp_checksum(data: bytes) -> int:
     if len(data) % 2:
         data += b"\0"

@@ -34,11 +34,13 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 from scipy.stats import binomtest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import offload as offload_cmp  # noqa: E402
 from probes import Dir, Pair, Prof, icmp_rtts, iperf3_goodput, udp_loss  # noqa: E402
 
 from qoelab.emulation import userspace  # noqa: E402
@@ -82,6 +84,7 @@ class Row:
     queue_drops: int
     bdp_mb: float
     limit_pkts: int
+    offload: bool = False  # linkemu --offload 1 --batch-us 400 (LinkProfile.offload)
 
     def goodput_limit(self) -> str:
         """A best guess at what held goodput below the target, from the emulator's own counters."""
@@ -100,7 +103,9 @@ def quantile(values: list[float], q: float) -> float:
     return v[min(len(v) - 1, max(0, math.ceil(q * len(v)) - 1))]
 
 
-def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: float, base_rtt: float) -> Row:
+def measure_combo(
+    prefix: str, rate_mbit: float, delay_ms: float, loss_pct: float, base_rtt: float, offload: bool = False
+) -> Row:
     rate = rate_mbit * 1e6
     delay = delay_ms / 1e3
     rtt = 2 * delay
@@ -110,7 +115,7 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
     limit = max(20, math.ceil(bdp_pkts + rate * 0.010 / 8 / MTU))
     d = Dir(rate_bps=rate, delay_s=delay, loss_pct=loss_pct, limit_pkts=limit)
     seed = int(rate_mbit * 10 + delay_ms * 1000 + loss_pct * 100)
-    with Pair(prefix, Prof(up=d, down=d, mtu=MTU, seed=seed)) as pair:
+    with Pair(prefix, Prof(up=d, down=d, mtu=MTU, seed=seed, offload=offload)) as pair:
         proc = psutil.Process(pair.link.pid)
         # 1. RTT on the idle link.
         rtts = icmp_rtts(pair, count=200, interval_s=0.01, wait_s=1.0 + 2 * rtt)
@@ -167,6 +172,7 @@ def measure_combo(prefix: str, rate_mbit: float, delay_ms: float, loss_pct: floa
         queue_drops=stats["up"]["dropped_queue"],
         bdp_mb=rate * rtt / 8 / 1e6,
         limit_pkts=limit,
+        offload=offload,
     )
 
 
@@ -188,9 +194,9 @@ def baseline_rtt(prefix: str) -> tuple[float, float]:
     return statistics.median(rtts), quantile(rtts, 0.99)
 
 
-def unlimited_throughput(prefix: str, seconds: float = 8.0) -> dict[str, float]:
+def unlimited_throughput(prefix: str, seconds: float = 8.0, offload: bool = False) -> dict[str, float]:
     """TCP goodput through linkemu with no rate limit, and the emulator's CPU meanwhile."""
-    with Pair(prefix, Prof()) as pair:
+    with Pair(prefix, Prof(offload=offload)) as pair:
         proc = psutil.Process(pair.link.pid)
         cpu0, t0 = proc.cpu_times(), time.monotonic()
         tcp = iperf3_goodput(pair, seconds, 1.0)
@@ -233,6 +239,9 @@ def render(
     took: float,
     date: str,
     note: str = "",
+    side: list[Row] | None = None,
+    ceil: dict[str, Any] | None = None,
+    grid_offload: bool = False,
 ) -> str:
     out = [
         START,
@@ -268,9 +277,12 @@ def render(
         "normal scheduling while it is busy more than 90 % of a 20 ms window and returns to FIFO "
         "below 70 %. At ~1 Gbit/s it therefore competes with the endpoints for CPU, and its sends "
         "are late by milliseconds at p99 (the `late p99` column).",
-        "- Speed: plain 1500-byte packets, one `read`/`write` per packet, no offloads. That already "
-        "forwards well over 1 Gbit/s of TCP on one core (below), so GSO super-packets "
-        "(IFF_VNET_HDR) were not needed and loss, rate and queue limits stay exact per packet.",
+        "- Speed: by default plain 1500-byte packets, one `read`/`write` per packet, no offloads; "
+        "each write runs the receiving namespace's IP and TCP input in linkemu's thread, which is "
+        "most of its CPU at high rates. With `--offload 1` (`link_offload`) the TUN devices carry "
+        "virtio-net headers with TCP segmentation offload: super-packets are cut into segments that "
+        "meet the link one by one (loss, rate and queue stay exact per packet) and consecutive due "
+        "segments leave as one write; the side-by-side section below measures both.",
         "- Cleanup: the TUN devices are not persistent, so they vanish with the process however it "
         "ends; linkemu also exits when its stdin pipe closes or its parent dies (PR_SET_PDEATHSIG), "
         "and this benchmark removes its namespaces on errors, SIGTERM and Ctrl-C.",
@@ -287,9 +299,15 @@ def render(
         "its write() calls). Target ≥ 1000 Mbit/s on one core: "
         + ("**met**." if unl["goodput_mbit"] >= 1000 else "**NOT MET**."),
         "",
+        *offload_cmp.render(side or [], ceil or {}, fmt_rate),
         "### Grid",
         "",
-        "Same profile in both directions; queue limit max(20, BDP + 10 ms at the rate) packets. "
+        (
+            "Every row with `--offload 1 --batch-us 400` (`link_offload`). "
+            if grid_offload
+            else "Per packet (no offload). "
+        )
+        + "Same profile in both directions; queue limit max(20, BDP + 10 ms at the rate) packets. "
         "Goodput: iperf3, one TCP flow with CUBIC (`-C cubic`), receiver side, 5 s after a 2 s "
         "warm-up (8 s after 4 s when the RTT is 400 ms; at least 800 packets' time, at most 20 s, "
         "at low rates; 3 s after 1 s with loss, where a queue's worth of data at a low rate can "
@@ -371,6 +389,9 @@ def main() -> int:
         default="qlb",
         help="namespace/device name prefix (default qlb; a worker's start-up cleanup removes ql*)",
     )
+    ap.add_argument(
+        "--offload", action="store_true", help="run the grid with linkemu --offload (link_offload)"
+    )
     ap.add_argument("--no-doc", action="store_true", help="do not rewrite docs/emulation.md")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--render", type=Path, metavar="JSON", help="only rewrite the doc from a --json file")
@@ -380,7 +401,13 @@ def main() -> int:
         rows = [Row(**r) for r in saved["rows"]]
         base = (saved["baseline"][0], saved["baseline"][1])
         args_ = (rows, base, saved["unlimited"], saved["command"], saved["took"], saved["date"])
-        write_doc(render(*args_, note=saved.get("note", "")))
+        side = [Row(**r) for r in saved.get("side_by_side", [])]
+        extra = {
+            "side": side,
+            "ceil": saved.get("ceilings"),
+            "grid_offload": saved.get("grid_offload", False),
+        }
+        write_doc(render(*args_, note=saved.get("note", ""), **extra))
         print(f"wrote {DOC.relative_to(REPO)}")
         return 0
     # SIGTERM (timeout, kill) unwinds like Ctrl-C, so every namespace and emulator is removed.
@@ -415,14 +442,16 @@ def main() -> int:
     started = time.monotonic()
     base = baseline_rtt(prefix)
     print(f"baseline RTT median {base[0] * 1e3:.3f} ms p99 {base[1] * 1e3:.3f} ms", flush=True)
-    unl = unlimited_throughput(prefix)
-    print(f"unlimited: {unl}", flush=True)
+    ceil = offload_cmp.ceilings(unlimited_throughput, prefix)
+    unl = ceil["linkemu"]
+    side = offload_cmp.side_by_side(measure_combo, prefix, base[0])
+    extra = {"side_by_side": [asdict(r) for r in side], "ceilings": ceil, "grid_offload": args.offload}
     rows: list[Row] = []
     for i, (rate, delay, loss) in enumerate(combos, 1):
-        row = measure_combo(prefix, rate, delay, loss, base[0])
+        row = measure_combo(prefix, rate, delay, loss, base[0], offload=args.offload)
         rows.append(row)
         if args.json:  # after every row, so an interrupted run still leaves its rows
-            partial = {"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]}
+            partial = {"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]} | extra
             partial |= {"command": "(partial run)", "took": time.monotonic() - started, "date": "(partial)"}
             args.json.write_text(json.dumps(partial, indent=1))
         print(
@@ -436,13 +465,15 @@ def main() -> int:
     command = ".venv/bin/python benchmarks/link_accuracy/run.py"
     if args.quick:
         command += " --quick"
+    if args.offload:
+        command += " --offload"
     for name in ("rates", "delays", "losses"):
         if getattr(args, name):
             command += f" --{name} " + " ".join(f"{v:g}" for v in getattr(args, name))
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    block = render(rows, base, unl, command, took, date)
+    block = render(rows, base, unl, command, took, date, side=side, ceil=ceil, grid_offload=args.offload)
     if args.json:
-        saved = {"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]}
+        saved = {"baseline": base, "unlimited": unl, "rows": [asdict(r) for r in rows]} | extra
         saved |= {"command": command, "took": took, "date": date}
         args.json.write_text(json.dumps(saved, indent=1))
     if not args.no_doc:

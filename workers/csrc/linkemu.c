@@ -27,7 +27,7 @@
  * `--offload 1` gives both devices TCP segmentation offload: super-packets are cut into segments
  * that meet the link one by one, and consecutive segments due together are written as one
  * (linkemu_offload.c).  `--batch-us N` lets the thread send at most once per N us while it is
- * writing more than two packets per N us, so that due packets leave together (up to N us late)
+ * writing more than 20000 packets a second, so that due packets leave together (up to N us late)
  * instead of one wake-up each; below that rate every packet leaves at its time.
  *
  * Protocol with the driver: prints `ready` on stdout once both devices exist;
@@ -198,10 +198,10 @@ int main(int argc, char **argv)
 		if (t - win_start >= SPIN_WINDOW_NS) {
 			int64_t win = t - win_start;
 			spin_on = spin_ns > 0 && spun < win / 4;
-			/* Batch when the last window wrote more than two packets per batch period (with
-			 * 250 us, above ~100 Mbit/s of full-size packets): below that every packet leaves
-			 * at its time.  Spinning for a batched deadline would only burn the CPU saved. */
-			gate = batch_ns > 0 && (int64_t)win_sent * batch_ns > 2 * win ? batch_ns : 0;
+			/* Batch when the last window wrote more than BATCH_MIN_PPS packets per second
+			 * (~240 Mbit/s of full-size packets): below that every packet leaves at its time.
+			 * Spinning for a batched deadline would only burn the CPU saved. */
+			gate = batch_ns > 0 && (int64_t)win_sent * NSEC > BATCH_MIN_PPS * win ? batch_ns : 0;
 			if (gate)
 				spin_on = 0;
 			win_sent = 0;

@@ -46,6 +46,8 @@
 /* --offload 1 (linkemu_offload.c): bytes kept at the end of every slot for its meta_t, and the
  * read buffer for a super-packet (64 KB of GSO plus headers). */
 #define META_BYTES 32
+/* --batch-us applies above this many packets written per second (over a 20 ms window). */
+#define BATCH_MIN_PPS 20000LL
 #define GBUF_BYTES (65536 + 1024)
 
 #if __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__

@@ -95,7 +95,7 @@ class LinkParams(BaseModel):
         default=False,
         description="the userspace emulator takes TCP segmentation offload and batches writes at high "
         "packet rates: a fraction of the CPU at 1 Gbit/s, every packet still judged on its own, but "
-        "captures on the link see super-packets and packets leave up to 0.25 ms late above ~100 Mbit/s",
+        "captures on the link see super-packets, and above ~240 Mbit/s packets leave up to 0.4 ms late",
     )
     # TCP in both namespaces (qoelab.emulation.tcp). A worker offers an algorithm when its kernel
     # does (capability tcp_cc.<name>), so the pattern only keeps the name a name.

@@ -42,8 +42,8 @@ DEFAULT_MAX_INFLIGHT = 131072  # packets per direction linkemu may hold (buffers
 # priority queue, drop-head, CoDel (RFC 8289) and PIE (RFC 8033).
 QUEUES = ("fifo", "prio", "drophead", "codel", "pie")
 # With a profile's ``offload``: linkemu's --batch-us, the longest a packet waits for others to leave
-# with it, at high packet rates only (docs/emulation.md, "Offload").
-OFFLOAD_BATCH_US = 250
+# with it, above 20000 packets a second only (docs/emulation.md, "Offload").
+OFFLOAD_BATCH_US = 400
 
 
 class Direction(Protocol):
