@@ -46,18 +46,21 @@ class Pair:
         for ns in (self.cns, self.sns):
             subprocess.run(["ip", "netns", "add", ns], check=True, capture_output=True)
         try:
-            self.link.start()
-            for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
-                with in_netns(ns), IPRoute() as ipr:
-                    ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
-                    ipr.addr("add", index=ipr.link_lookup(ifname=ifname)[0], address=addr, prefixlen=30)
-                # Autotuning up to 64 MiB: 1 Gbit/s x 400 ms RTT is 50 MB in flight.
-                self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864")
-                self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
+            self.join()
+            for ns in (self.cns, self.sns):
+                self.big_buffers(ns)
         except BaseException:
             self.__exit__()
             raise
         return self
+
+    def join(self) -> None:
+        """Start the emulator between the namespaces and address both ends."""
+        self.link.start()
+        for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
+            with in_netns(ns), IPRoute() as ipr:
+                ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+                ipr.addr("add", index=ipr.link_lookup(ifname=ifname)[0], address=addr, prefixlen=30)
 
     def __exit__(self, *exc: object) -> None:
         try:
@@ -65,6 +68,11 @@ class Pair:
         finally:
             for ns in (self.cns, self.sns):
                 subprocess.run(["ip", "netns", "delete", ns], check=False, capture_output=True)
+
+    def big_buffers(self, ns: str) -> None:
+        """TCP autotuning up to 64 MiB: 1 Gbit/s x 400 ms RTT is 50 MB in flight."""
+        self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864")
+        self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
 
     def sh(self, ns: str, *argv: str, timeout: float = 60) -> str:
         return subprocess.run(
@@ -83,26 +91,17 @@ class VethPair(Pair):
         self.cif, self.sif = prefix + "v0", prefix + "v1"
         self.offloads = offloads
 
-    def __enter__(self) -> VethPair:
+    def join(self) -> None:
         run = partial(subprocess.run, check=True, capture_output=True)
-        for ns in (self.cns, self.sns):
-            run(["ip", "netns", "add", ns])
-        try:
-            run(["ip", "-n", self.cns, "link", "add", self.cif, "type", "veth", "peer", "name", self.sif,
-                 "netns", self.sns])  # fmt: skip
-            for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
-                run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", ifname])
-                run(["ip", "-n", ns, "link", "set", ifname, "up"])
-                run(["ip", "-n", ns, "link", "set", "lo", "up"])
-                if not self.offloads:
-                    self.sh(ns, "ethtool", "-K", ifname, "tx", "off", "rx", "off", "tso", "off", "gso", "off",
-                            "gro", "off")  # fmt: skip
-                self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_rmem=4096 131072 67108864")
-                self.sh(ns, "sysctl", "-qw", "net.ipv4.tcp_wmem=4096 16384 67108864")
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
+        run(["ip", "-n", self.cns, "link", "add", self.cif, "type", "veth", "peer", "name", self.sif,
+             "netns", self.sns])  # fmt: skip
+        for ns, ifname, addr in ((self.cns, self.cif, CLIENT_IP), (self.sns, self.sif, SERVER_IP)):
+            run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", ifname])
+            run(["ip", "-n", ns, "link", "set", ifname, "up"])
+            run(["ip", "-n", ns, "link", "set", "lo", "up"])
+            if not self.offloads:
+                self.sh(ns, "ethtool", "-K", ifname, "tx", "off", "rx", "off", "tso", "off", "gso", "off",
+                        "gro", "off")  # fmt: skip
 
     def __exit__(self, *exc: object) -> None:
         for ns in (self.cns, self.sns):

@@ -92,6 +92,22 @@ def test_a_trace_uploaded_to_the_backend_is_fetched_by_the_worker_and_replayed(l
     assert "link_log.json" in {a["name"] for a in detail["artifacts"]}
 
 
+def test_a_link_check_with_link_offload_runs_on_the_offload_emulator(lab_stack: Any) -> None:
+    """``link_offload``: the sweep parameter reaches linkemu, the trial's link description says
+    so, and the link still holds TCP to its rate (issue 37, item 4)."""
+    api = lab_stack.api()
+    spec = _spec("offload")
+    spec["fixed"] |= {"link_offload": True, "backend": "userspace"}
+    sweep = api.post("/api/sweeps/", spec, "creating the sweep")
+    done = lab_stack.wait_for("the sweep to finish", lambda: _sweep_done(lab_stack, sweep["id"]), timeout=150)
+    (trial,) = _trials(lab_stack, sweep["id"])
+    assert done["progress"]["counts"]["succeeded"] == 1, (trial["error"], lab_stack.worker.log_tail())
+    detail = api.get(f"/api/trials/{trial['id']}/")
+    assert detail["link"]["link"]["backend"] == "userspace"
+    assert detail["link"]["link"]["offload"] is True
+    assert 0.75 * 8e6 <= detail["summary"]["tcp_down_bps"] <= 1.05 * 8e6, detail["summary"]
+
+
 def test_sweep_run_wait_shows_progress_and_exits_zero_when_every_trial_succeeded(
     lab_stack: Any, tmp_path: Path
 ) -> None:

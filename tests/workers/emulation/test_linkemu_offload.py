@@ -96,6 +96,8 @@ def test_offload_is_a_link_parameter_that_reaches_linkemu() -> None:
     assert profile.offload is True
     assert argv[argv.index("--offload") + 1] == "1"
     assert argv[argv.index("--batch-us") + 1] == str(OFFLOAD_BATCH_US)
+    assert LinkProfile.from_json(profile.to_json()) == profile
+    assert "offload" not in LinkParams(delay="5ms").to_profile().to_json(), "older profiles keep their JSON"
     plain = UserspaceLink("a", "b", "ta", "tb", LinkParams(delay="5ms").to_profile()).command()
     assert "--offload" not in plain and "--batch-us" not in plain, (
         "off unless asked: captures stay wire-sized"

@@ -438,6 +438,8 @@ class LinkProfile:
             "mtu": self.mtu,
             "seed": self.seed,
             "tcp": self.tcp.to_json(),
+            # only when on, so that every profile from before it keeps its JSON (and reuse keys)
+            **({"offload": True} if self.offload else {}),
         }
 
     @classmethod
@@ -463,6 +465,7 @@ class LinkProfile:
             mtu=int(data.get("mtu", 1500)),
             seed=int(data.get("seed", 1)),
             tcp=TcpSettings.from_json(data.get("tcp")),
+            offload=data.get("offload", False),
         ).validate()
 
     def summary(self) -> dict[str, Any]:
