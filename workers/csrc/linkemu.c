@@ -150,10 +150,7 @@ int main(int argc, char **argv)
 		 * that packets due close together leave together, with --offload as one super-packet.
 		 * Each of them is then up to batch_ns late, and the late_* figures show it. */
 		if (t >= last_send + gate) {
-			uint64_t before = up.tx_pkts + up.tx_errors + down.tx_pkts + down.tx_errors;
-			send_due(&up, t);
-			send_due(&down, t);
-			uint64_t n = up.tx_pkts + up.tx_errors + down.tx_pkts + down.tx_errors - before;
+			int n = send_due(&up, t) + send_due(&down, t);
 			if (n) {
 				last_send = t;
 				win_sent += n;

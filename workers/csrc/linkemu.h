@@ -337,11 +337,12 @@ void served_service(dir_t *d, int64_t now);
 void served_drop(dir_t *d, qent_t *e, int fate);
 qent_t served_pop(dir_t *d, int ring);
 void read_side(dir_t *d);
-void send_due(dir_t *d, int64_t t);
+int send_due(dir_t *d, int64_t t);
 int slot_alloc(dir_t *d, uint32_t *out);
 pkt_t heap_pop(dir_t *d);
 void on_arrival(dir_t *d, uint32_t slot, uint32_t len, int64_t t);
 void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t t);
+void dropped_unqueued(dir_t *d, const unsigned char *p, uint32_t len, int64_t t, uint64_t *counter);
 void sent(dir_t *d, const pkt_t *p, int64_t now, int ok);
 
 /* ------------------------------------------------------------------------- */

@@ -101,11 +101,7 @@ static void split(dir_t *d, const struct virtio_net_hdr *vh, uint32_t n, int64_t
 	const unsigned char *p = d->gbuf;
 	uint32_t thoff, hlen;
 	if (!splittable(vh, p, n, &thoff, &hlen)) {
-		d->rx_pkts++;
-		d->rx_bytes += n;
-		d->oversize_drops++;
-		if (d->rec)
-			record_other(d, p, n > UINT16_MAX ? UINT16_MAX : n, t);
+		dropped_unqueued(d, p, n, t, &d->oversize_drops);
 		return;
 	}
 	uint32_t mss = vh->gso_size, payload = n - hlen;
@@ -175,14 +171,7 @@ void offload_read_side(dir_t *d)
 		}
 		uint32_t slot;
 		if (n > slot_room() || slot_alloc(d, &slot) < 0) {
-			d->rx_pkts++;
-			d->rx_bytes += n;
-			if (n > slot_room())
-				d->oversize_drops++;
-			else
-				d->overflow_drops++;
-			if (d->rec)
-				record_other(d, d->gbuf, n, t);
+			dropped_unqueued(d, d->gbuf, n, t, n > slot_room() ? &d->oversize_drops : &d->overflow_drops);
 			continue;
 		}
 		/* One copy of a small packet buys reading everything into one buffer. */

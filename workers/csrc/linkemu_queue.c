@@ -488,6 +488,17 @@ void record_other(dir_t *d, const unsigned char *p, uint32_t len, int64_t t)
 	rec_write(d, &r);
 }
 
+/* A packet read but dropped before the link (no free slot, too large, or of a shape that cannot
+ * be cut): it counts as received and in *counter, and gets a record when records are on. */
+void dropped_unqueued(dir_t *d, const unsigned char *p, uint32_t len, int64_t t, uint64_t *counter)
+{
+	d->rx_pkts++;
+	d->rx_bytes += len;
+	(*counter)++;
+	if (d->rec)
+		record_other(d, p, len, t);
+}
+
 /* Read what the kernel has queued on d->in_fd (bounded batch). */
 void read_side(dir_t *d)
 {
@@ -503,11 +514,7 @@ void read_side(dir_t *d)
 			ssize_t n = read(d->in_fd, scratch, sizeof scratch);
 			if (n <= 0)
 				return;
-			d->rx_pkts++;
-			d->rx_bytes += (uint64_t)n;
-			d->overflow_drops++;
-			if (d->rec)
-				record_other(d, scratch, (uint32_t)n, now_ns());
+			dropped_unqueued(d, scratch, (uint32_t)n, now_ns(), &d->overflow_drops);
 			continue;
 		}
 		/* Read up to the whole slot: a packet longer than its room is then seen, and dropped. */
@@ -546,10 +553,11 @@ void sent(dir_t *d, const pkt_t *p, int64_t now, int ok)
 	slot_free(d, p->slot);
 }
 
-/* Write every packet whose departure time has come. */
-void send_due(dir_t *d, int64_t t)
+/* Write every packet whose departure time has come; how many left (or were refused). */
+int send_due(dir_t *d, int64_t t)
 {
-	for (int i = 0; i < WRITE_BATCH && d->heap_n > 0 && d->heap[0].depart <= t;) {
+	int i = 0;
+	while (i < WRITE_BATCH && d->heap_n > 0 && d->heap[0].depart <= t) {
 		if (g_offload) {
 			i += offload_send(d, t);
 			continue;
@@ -559,4 +567,5 @@ void send_due(dir_t *d, int64_t t)
 		sent(d, &p, now, write(d->out_fd, slot_ptr(d, p.slot), p.len) >= 0);
 		i++;
 	}
+	return i;
 }
