@@ -72,3 +72,15 @@ def wait_finished(page: Any, base: str, sweep: int, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"sweep {sweep} did not finish within {timeout:g} s")
         time.sleep(20)
+
+
+def export_rows(page: Any, base: str, sweep: int, out: Path) -> int:
+    """Write the sweep's ended trials as result rows (``qoelab sweep export``'s form, one JSON line
+    each) through the API with the page's session, so a doc quotes a committed file, not a
+    screenshot of a database that may be gone. Returns the number of rows."""
+    import json
+
+    body = page.request.get(f"{base}/api/sweeps/{sweep}/export/").json()
+    rows = body["rows"]
+    out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+    return len(rows)

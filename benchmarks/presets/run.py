@@ -32,7 +32,7 @@ from qoelab.jobs.local import run_here
 from qoelab.params import validate_params
 
 # Provenance a row keeps (the full record can be large: captures' paths, long tool lists).
-KEEP_PROVENANCE = ("vm", "versions", "tcp", "host_cpu", "thinclient_classify", "accel")
+KEEP_PROVENANCE = ("vm", "versions", "tools", "tcp", "host_cpu", "thinclient_classify", "accel")
 
 
 def trial_key(point: dict[str, Any], rep: int) -> str:
@@ -56,6 +56,9 @@ def one_trial(job: Any, point: dict[str, Any], rep: int) -> dict[str, Any]:
         row["summary"] = result.summary
         row["provenance"] = {k: prov[k] for k in KEEP_PROVENANCE if k in prov}
         row["link"] = {k: link.get(k) for k in ("backend", "measured", "ok", "mode")}
+        # The TCP settings read back in both namespaces (the link's own description), when it has them.
+        if isinstance(link.get("link"), dict) and "tcp" in link["link"]:
+            row["link"]["tcp"] = link["link"]["tcp"]
     except Exception as err:  # a failed trial is a result: recorded with its reason, not retried
         row["error"] = f"{type(err).__name__}: {err}"[:2000]
     row["seconds"] = round(time.time() - started, 1)

@@ -1,6 +1,7 @@
 """An S1-style storage-APT sweep started from the dashboard's New-sweep form, in Debian's Chromium:
 APT beside vanilla and fixed N over three delays. Waits for it, then saves the sweep page's charts
-(Figs. 2.8-2.15 as the lab draws them) and its findings section as PNGs under docs/img/storage-apt/.
+(Figs. 2.8-2.15 as the lab draws them) and its findings section as PNGs under docs/img/storage-apt/,
+and writes the sweep's trials to benchmarks/storage_apt/s1-dashboard.jsonl (the numbers a doc quotes).
 
     .venv/bin/python benchmarks/storage_apt/dashboard.py --base http://127.0.0.1:8000 --password P
     .venv/bin/python benchmarks/storage_apt/dashboard.py --sweep 7 --password P   # screenshots only
@@ -16,6 +17,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 IMG = REPO / "docs" / "img" / "storage-apt"
+ROWS = REPO / "benchmarks" / "storage_apt" / "s1-dashboard.jsonl"
 # The form as a researcher fills it: grid values comma-separated, fixed values one each.
 FORM = {
     "new_experiment": "Storage APT: S1 from the dashboard",
@@ -48,6 +50,8 @@ def main() -> int:
         sweep = args.sweep or dashboard_shots.start_from_form(page, base, "storage_apt", FORM)
         print(f"sweep {sweep}: {base}/sweeps/{sweep}/", flush=True)
         dashboard_shots.wait_finished(page, base, sweep, args.timeout)
+        rows = dashboard_shots.export_rows(page, base, sweep, ROWS)
+        print(f"wrote {ROWS.relative_to(REPO)} ({rows} trials)")
         for name in dashboard_shots.save_charts(page, base, sweep, IMG, "s1"):
             print(f"saved docs/img/storage-apt/{name}")
         page.locator("#findings").screenshot(path=str(IMG / "s1-findings.png"))

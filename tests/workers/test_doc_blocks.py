@@ -106,3 +106,11 @@ def test_the_subjective_planning_block_is_what_the_committed_sets_give():
         "docs/ratings.md's rater-planning block is stale: "
         ".venv/bin/python benchmarks/subjective/published.py --write-doc"
     )
+
+
+def test_the_chapter_4_report_is_what_the_committed_files_give():
+    ch4 = load("reproduce_ch4", REPO / "benchmarks" / "reproduce_ch4" / "run.py")
+    paths = [REPO / s.path for s in ch4.COMMITTED["ch4"].sources]
+    assert block(ch4.DOC, ch4.BEGIN, ch4.END) == ch4.report(paths).strip("\n"), (
+        "docs/reproduction/ch4.md's block is stale: .venv/bin/python benchmarks/reproduce_ch4/run.py"
+    )

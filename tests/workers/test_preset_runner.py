@@ -42,6 +42,7 @@ def test_a_preset_runs_in_parts_and_resumes_where_it_stopped(tmp_path, monkeypat
     row = first[0]
     assert row["params"]["rate"] == 10e6 and row["summary"]["tcp_down_bps"] > 0
     assert row["host"]["cpu"] and row["host"]["code_revision"] and row["rep"] == 0
+    assert row["link"]["tcp"]["cc"], row["link"]  # the TCP settings read back, part of the provenance
     # A second start without --resume would overwrite a part: refused.
     with pytest.raises(SystemExit):
         runner.main(["--preset", "test-links", "--out", str(out)])

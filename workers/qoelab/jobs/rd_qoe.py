@@ -25,6 +25,7 @@ from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 from qoelab import params as p
 from qoelab.emulation.linkparams import LinkParams
 from qoelab.estimate import Estimate
+from qoelab.hostfacts import cpu_provenance
 from qoelab.jobtype import ChartSpec, Cleanup, JobType, Metric, TrialContext, TrialResult
 from qoelab.rd.flows import classification_metrics, classify_capture
 from qoelab.rd.keystrokes import DEFAULT_GAP_S
@@ -403,6 +404,8 @@ def run(params: RdQoeParams, ctx: TrialContext) -> TrialResult:
         provenance={
             "server": params.server,
             "protocol": params.protocol,
+            # T above a few Mbit/s is this CPU's drawing time: ch4 judges each machine apart.
+            "host_cpu": cpu_provenance(),
             "settings": result["settings"],
             "tools": {**verification.get("tools", {}), **{k: v for k, v in result["versions"].items()}},
             "backend": link.backend,
