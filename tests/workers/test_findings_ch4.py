@@ -128,6 +128,22 @@ def test_x2go_best_at_low_rates_holds_when_its_interval_is_below_every_other() -
     assert (row.n, row.mean) == (3, pytest.approx(100.0))
 
 
+def test_each_machine_is_judged_apart_and_rows_without_one_are_not_pooled() -> None:
+    # T above a few Mbit/s is the host's drawing time: a slow machine's X2Go must not be averaged
+    # with a fast one's (issue 32).
+    fast = [{**r, "host": {"cpu": "AMD EPYC", "bogomips": "5200.00"}} for r in rate_sweep(LOW_X2GO)]
+    slow_t = {p: {r: 3 * t for r, t in per.items()} for p, per in LOW_X2GO.items()}
+    slow_t["x2go"] = {1: 2000.0, 2: 1500.0, 100: 180.0}  # X2Go far behind on this machine
+    slow = [{**r, "host": {"cpu": "Intel Xeon", "bogomips": "4200.00"}} for r in rate_sweep(slow_t)]
+    unnamed = rate_sweep(LOW_X2GO)
+    found = {
+        f.scope_label: f for f in evaluate("ch4", fast + slow + unnamed) if f.name == "x2go_best_t_low_rate"
+    }
+    assert found["host = AMD EPYC @ 2.60 GHz"].verdict == "holds"
+    assert found["host = Intel Xeon @ 2.10 GHz"].verdict == "does not hold"
+    assert found["host = not recorded"].verdict == "holds"
+
+
 def test_x2go_best_at_low_rates_does_not_hold_when_spice_is_clearly_faster_there() -> None:
     t = {**LOW_X2GO, "spice": {1: 500.0, 2: 30.0, 100: 20.0}}
     f = only(evaluate("ch4", rate_sweep(t)), "x2go_best_t_low_rate")
