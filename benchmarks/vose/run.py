@@ -23,6 +23,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "workers"))
 
+from qoelab.hostfacts import run_facts  # noqa: E402
 from qoelab.vose.trial import VoseRun, run_trial  # noqa: E402
 from qoelab.vose.validate import base_run, case_order, cases  # noqa: E402
 
@@ -112,7 +113,7 @@ def run_all(groups: list[str], reps: int | None, duration: float, out: Path, res
                     result = run_trial(run, "qvb" + secrets.token_hex(3))
                     prov = result.provenance
                     keep = {"clock": "clock", "wait": "wait_granularity", "cpu": "cpu"}
-                    keep.update({"calibration": "calibration", "throttled": "throttled"})
+                    keep.update({"calibration": "calibration", "throttled": "throttled", "tcp": "tcp"})
                     line = {"summary": result.summary, "provenance": {k: prov[v] for k, v in keep.items()}}
                 except Exception as err:  # a failed run is recorded, not retried
                     line = {"error": str(err)}
@@ -122,6 +123,7 @@ def run_all(groups: list[str], reps: int | None, duration: float, out: Path, res
                         "case": case,
                         "rep": rep,
                         "params": _params(run),
+                        "host": run_facts(),  # the machine (model and clock), kernel and commit
                         "elapsed_s": round(time.time() - started, 1),
                         "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
                     }

@@ -198,6 +198,17 @@ def test_each_cpu_quota_is_judged_on_its_own():
     assert "at cpu_quota 0.5" in found["cpu_quota = 0.5"].reason
 
 
+def test_each_machine_is_judged_apart():
+    # Throughput is the host CPU's: two machines' runs pooled would widen every interval (issue 32).
+    fast = app("aes_cbc", "hardware", 5.0) + app("aes_cbc", "vose", 5.0, "measured")
+    slow = app("aes_cbc", "hardware", 2.0) + app("aes_cbc", "vose", 2.5, "measured")
+    rows = [{**r, "host": {"cpu": "AMD EPYC", "bogomips": "5200.00"}} for r in fast]
+    rows += [{**r, "host": {"cpu": "Intel Xeon", "bogomips": "4200.00"}} for r in slow]
+    found = {f.scope_label: f for f in named(evaluate("ch3", rows), "vose_matches_hardware")}
+    assert found["host = AMD EPYC @ 2.60 GHz"].verdict == "holds"
+    assert found["host = Intel Xeon @ 2.10 GHz"].verdict == "does not hold"
+
+
 # ---- 2: checksum_gain_by_2x ------------------------------------------------------------------------
 
 FIG311 = {1: 3.0, 1.5: 4.0, 2: 4.5, 3: 4.8, 5: 4.9, 10: 5.0, "inf": 5.0}
