@@ -115,10 +115,9 @@ def table(name: str) -> str:
     """Two tables per result file: the paper's ratios beside ours, then what TCP and the router did."""
     rows = [json.loads(line) for line in (RESULTS / f"{name}.jsonl").read_text().splitlines() if line]
     groups: dict[tuple, list[dict]] = {}
-    for r in rows:
-        groups.setdefault((r["experiment"], r["buffer"], json.dumps(r["extra"], sort_keys=True)), []).append(
-            r
-        )
+    for r in rows:  # runs with another number of pairs (the capacity set) are a group of their own
+        key = (r["experiment"], r["buffer"], json.dumps(r["extra"], sort_keys=True), r.get("pairs", 100))
+        groups.setdefault(key, []).append(r)
     ratios = [
         "| exp. | buffer | extra | runs | r_I150 | paper | r_I1000 | paper | T_I150 (s) "
         "| interactive p99 (ms) "
@@ -131,15 +130,16 @@ def table(name: str) -> str:
         "| util. | util. interactive | lag p99 (ms) | router late p99 (µs) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for (exp, buf, extra), rs in groups.items():
+    for (exp, buf, extra, pairs), rs in groups.items():
         paper = experiments.EXPERIMENTS[exp].paper.get(buf, {})
         col = {k: mean_ci([r["summary"].get(k) for r in rs]) for k in KEEP}
         late = mean_ci([(r.get("emulator") or {}).get("late_p99_us") for r in rs])
         x = json.loads(extra)
         shown = {k: v for k, v in x.items() if k not in ("bulk_length", "max_bulk")}
         label = ", ".join(
-            [*(f"{k} {v}" for k, v in shown.items()), *(["power-law bulk"] if x.get("bulk_length") else [])]
-        )
+            [*(f"{k} {v}" for k, v in shown.items()), *(["power-law bulk"] if x.get("bulk_length") else []),
+             *([f"{pairs} pairs"] if pairs != 100 else [])]
+        )  # fmt: skip
         head = f"| {exp.upper()} | {buf} | {label} |"
         ratios.append(
             f"{head} {len(rs)} | {fmt(col['r_I150'])} | {paper.get('r_I150', '—')} | {fmt(col['r_I1000'])} | "
@@ -159,13 +159,14 @@ def table(name: str) -> str:
 
 
 def findings(names: list[str]) -> str:
-    """The tc002 report over the saved runs of ``names`` (all when empty), as the sweep page would
-    show it for one sweep of those runs (pooled over seeds)."""
+    """The tc002 report over the saved runs of ``names`` (main and heavy, the paper's 20 ms and 100
+    pairs, when empty), as the sweep page would show it for one sweep of those runs (pooled over
+    seeds). ``qoelab report tc002 --from-committed`` adds E8 for the check made for it."""
     from qoelab import findings as tc_findings
 
     rows = []
     for path in sorted(RESULTS.glob("*.jsonl")):
-        if names and path.stem not in names:
+        if path.stem not in (names or ("main", "heavy")):
             continue
         for line in path.read_text().splitlines():
             r = json.loads(line)
@@ -192,7 +193,8 @@ def main() -> int:
         "--findings",
         nargs="*",
         metavar="SET",
-        help="print the tc002 findings over the saved results (of these sets; all when none is named)",
+        help="print the tc002 findings over the saved results of these sets (main and heavy when none "
+        "is named)",
     )
     args = ap.parse_args()
     if args.findings is not None:

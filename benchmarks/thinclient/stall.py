@@ -21,6 +21,7 @@ git-ignored):
 
     sudo .venv/bin/python benchmarks/thinclient/stall.py --run e1:small:heavy --run e2:small:heavy \
         --run e7:small:heavy --run e2:small
+    .venv/bin/python benchmarks/thinclient/stall.py --table    # the doc's table, from stall.jsonl
 """
 
 from __future__ import annotations
@@ -169,6 +170,28 @@ def run_and_analyse(spec: str, svg_dir: Path, out: Path) -> dict[str, Any]:
     return row
 
 
+# The doc's label per run: the experiment's TCP and the bulk length it replays.
+RUN_LABELS = {"e1": "E1: Reno, no SACK", "e2": "E2: SACK + RACK + TLP, priority",
+              "e7": "E7: E2 with separate connections"}  # fmt: skip
+
+
+def table(path: Path) -> str:
+    """The stall table docs/thinclient-tcp.md quotes, from the committed rows (one per run)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    out = ["| run (seed 1, 100 pairs, 60 s) | loss episodes | drops | lost retransmissions "
+           "| recovery p50 / p99 / max (ms) | episodes > 1 s | unrecovered |",
+           "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in rows:
+        st = r["stall"]
+        bulk = "power-law bulk" if (r.get("extra") or {}).get("bulk_length") == "pareto" else "geometric bulk"
+        label = f"{RUN_LABELS.get(r['experiment'], r['experiment'].upper())}, {r['buffer']} buffer, {bulk}"
+        ms = [st.get(k) for k in ("recovery_ms_p50", "recovery_ms_p99", "recovery_ms_max")]
+        rec = " / ".join("—" if v is None else f"{v:,.0f}" for v in ms)
+        out.append(f"| {label} | {st['episodes']} | {st['drops']:,} | {st['lost_retransmissions']} | {rec} "
+                   f"| {st['episodes_over_1s']} | {st['unrecovered']} |")  # fmt: skip
+    return "\n".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("records", nargs="*", type=Path, help="router records saved by paper_table.py --records")
@@ -176,7 +199,11 @@ def main() -> int:
                     help="run seed 1 of this experiment and analyse it (repeatable)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=Path(__file__).with_name("results") / "stall.jsonl")
     ap.add_argument("--svg-dir", type=Path, default=ROOT / "docs" / "img", help="for the worst episode")
+    ap.add_argument("--table", action="store_true", help="print the stall table from --out and exit")
     args = ap.parse_args()
+    if args.table:
+        print(table(args.out))
+        return 0
     if not args.records and not args.run:
         ap.error("name records, or --run EXP:BUFFER[:heavy]")
     for rec in args.records:
