@@ -114,3 +114,13 @@ def test_the_chapter_4_report_is_what_the_committed_files_give():
     assert block(ch4.DOC, ch4.BEGIN, ch4.END) == ch4.report(paths).strip("\n"), (
         "docs/reproduction/ch4.md's block is stale: .venv/bin/python benchmarks/reproduce_ch4/run.py"
     )
+
+
+def test_the_thin_client_stall_table_is_what_its_committed_runs_give():
+    stall = load("thinclient_stall", REPO / "benchmarks" / "thinclient" / "stall.py")
+    expected = stall.table(REPO / "benchmarks" / "thinclient" / "results" / "stall.jsonl")
+    doc = REPO / "docs" / "thinclient-tcp.md"
+    assert block(doc, "<!-- stall-table:begin -->", "<!-- stall-table:end -->") == expected, (
+        "docs/thinclient-tcp.md's stall table is stale: "
+        ".venv/bin/python benchmarks/thinclient/stall.py --table"
+    )
