@@ -112,7 +112,7 @@ def run_all(groups: list[str], reps: int | None, duration: float, out: Path, res
                 try:
                     result = run_trial(run, "qvb" + secrets.token_hex(3))
                     prov = result.provenance
-                    keep = {"clock": "clock", "wait": "wait_granularity", "cpu": "cpu"}
+                    keep = {"clock": "clock", "wait": "wait_granularity", "cpu": "host_cpu"}
                     keep.update({"calibration": "calibration", "throttled": "throttled", "tcp": "tcp"})
                     line = {"summary": result.summary, "provenance": {k: prov[v] for k, v in keep.items()}}
                 except Exception as err:  # a failed run is recorded, not retried

@@ -181,8 +181,7 @@ def run(params: VoseParams, ctx: TrialContext) -> TrialResult:
         samples=samples,  # type: ignore[arg-type]
         series=[SeriesPoint(name, t, v) for name, t, v in out.series],
         link=out.link,
-        # host_cpu: where the backend reads a trial's machine (ch3 judges each machine apart).
-        provenance={**out.provenance, "host_cpu": out.provenance["cpu"], "elapsed_s": time.time() - started},
+        provenance={**out.provenance, "elapsed_s": time.time() - started},
     )
 
 

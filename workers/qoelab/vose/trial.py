@@ -185,7 +185,7 @@ def run_trial(
     )
     sender, receiver = outcome["send"].summary(), outcome["recv"].summary()
     provenance = {
-        "cpu": cpu_provenance(),
+        "host_cpu": cpu_provenance(),  # the lab's one name for a trial's machine (findings, export)
         "clock": cal.clock,
         "calibration": {"method": run.calibration if run.path == "app" else "offline",
                         "stream_work_ns": cal.stream.get("work_ns")},
