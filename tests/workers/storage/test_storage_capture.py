@@ -1,9 +1,12 @@
 """The capture's decoding: a request's operation from tshark's Info column, and each metadata
-kind's requests counted within its window (the real capture: test_storage_cli.py)."""
+kind's requests counted within its window (a committed capture of a real run here; a live one:
+test_storage_cli_guest.py)."""
 
 from __future__ import annotations
 
-from qoelab.storage.capture import per_kind, request_name
+from pathlib import Path
+
+from qoelab.storage.capture import per_kind, request_name, requests
 
 
 def test_request_names_from_the_info_column() -> None:
@@ -34,3 +37,23 @@ def test_each_kind_counts_the_requests_inside_its_window() -> None:
     assert rows[0]["requests"] == 3 and rows[0]["request_ops"] == "CREATE x2; GETATTR x1"
     assert rows[1]["requests"] == 1 and rows[1]["request_ops"] == "OPEN x1"
     assert "requests" not in rows[2]  # no window: nothing claimed
+
+
+CAPTURES = Path(__file__).resolve().parents[2] / "data" / "captures"
+
+
+def test_nfs_requests_are_found_whatever_port_the_client_took() -> None:
+    """A real run's capture whose NFS client took port 853 (DNS over TLS to tshark by itself): every
+    kind still gets its requests, inside the windows the run recorded."""
+    seen = requests(CAPTURES / "nfs-client-port-853.pcap", "nfs")
+    rows = [
+        {"op": "mkdir", "t_start": 1796499698.663581, "t_end": 1796499698.9344819},
+        {"op": "touch", "t_start": 1796499698.9731312, "t_end": 1796499699.4609315},
+        {"op": "ls", "t_start": 1796499699.4784622, "t_end": 1796499699.6919782},
+        {"op": "unlink", "t_start": 1796499699.7034297, "t_end": 1796499700.0897985},
+        {"op": "rmdir", "t_start": 1796499700.0977278, "t_end": 1796499700.5020413},
+    ]
+    per_kind(rows, seen)
+    ops = {r["op"]: r["request_ops"] for r in rows}
+    assert "CREATE x2" in ops["mkdir"] and "OPEN x2" in ops["touch"] and "READDIR x1" in ops["ls"], ops
+    assert "REMOVE x2" in ops["unlink"] and "REMOVE x2" in ops["rmdir"], ops

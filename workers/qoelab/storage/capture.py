@@ -18,6 +18,9 @@ from typing import Any
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.packets.capture import Capture
 from qoelab.procs import ProcSet, require_tool
+from qoelab.storage.nfs import NFS_PORT
+from qoelab.storage.swift import PROXY_PORT
+from qoelab.storage.targets import ISCSI_PORT
 
 SNAPLEN = 1024  # whole NFSv4 compounds (a CREATE with its attributes), iSCSI and HTTP headers
 # A client's request, per target (tshark display filters) and the Info column's shape of one.
@@ -25,6 +28,15 @@ REQUESTS = {
     "nfs": "rpc.msgtyp == 0",
     "iscsi": "iscsi.opcode == 0x01",  # SCSI Command PDUs
     "swift": "http.request",
+}
+# Each server's port decoded as its protocol, whatever the client's port. tshark tries the lower
+# port's dissector first, and the kernel's NFS client takes a random reserved port: one that tshark
+# knows (853, DNS over TLS) hid every NFS request of a run as TLS. The proxy's port is not HTTP to
+# tshark everywhere either.
+DECODE_AS = {
+    "nfs": f"tcp.port=={NFS_PORT},rpc",
+    "iscsi": f"tcp.port=={ISCSI_PORT},iscsi",
+    "swift": f"tcp.port=={PROXY_PORT},http",
 }
 _NFS_CALL = re.compile(r"^V\d Call(?: \(Reply In \d+\))?\s*")
 _SCSI = re.compile(r"SCSI: (\S+)")
@@ -66,10 +78,8 @@ def request_name(target: str, info: str) -> str:
 def requests(pcap: Path, target: str) -> list[tuple[float, str]]:
     """(epoch seconds, request name) of every client request in the capture."""
     tshark = require_tool("tshark", "tshark")
-    argv = [tshark, "-n", "-r", str(pcap), "-Y", REQUESTS[target], "-T", "fields", "-e", "frame.time_epoch",
-            "-e", "_ws.col.Info", "-E", "separator=/t"]  # fmt: skip
-    if target == "swift":  # the proxy's port is not one tshark knows as HTTP by itself everywhere
-        argv[2:2] = ["-d", "tcp.port==8080,http"]
+    argv = [tshark, "-n", "-r", str(pcap), "-d", DECODE_AS[target], "-Y", REQUESTS[target], "-T", "fields",
+            "-e", "frame.time_epoch", "-e", "_ws.col.Info", "-E", "separator=/t"]  # fmt: skip
     res = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"tshark could not read {pcap}: {res.stderr.strip()[-300:]}")
