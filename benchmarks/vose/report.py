@@ -203,8 +203,10 @@ def findings(rows: list[dict[str, Any]]) -> list[str]:
     from qoelab.findings import evaluate
     from qoelab.findings.markdown import render_markdown
 
-    flat = [{"params": r["params"], "summary": r["summary"]} for r in rows if "summary" in r]
-    found = evaluate("ch3", flat)
+    # The machine and the repetition go along: each machine is judged apart, and vose is compared
+    # with the hardware run of its own repetition, as in docs/findings.md.
+    keep = ("params", "summary", "host", "group", "rep")
+    found = evaluate("ch3", [{k: r[k] for k in keep if k in r} for r in rows if "summary" in r])
     return [render_markdown(found, title="The thesis' findings on these runs (qoelab.findings.ch3)", level=3)]
 
 

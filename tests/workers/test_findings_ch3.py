@@ -175,6 +175,50 @@ def test_a_straddling_error_interval_is_inconclusive():
     assert "the 95 % CI straddles the bound (within ±3 %)" in f.reason
 
 
+def drifting(reps: int, vose_over_hw: float, group: str = "validate") -> list[dict[str, Any]]:
+    """A benchmark file's rows: per repetition a hardware and a vose run, back to back, on a host whose
+    speed drifts ±10 % between repetitions (both runs of a repetition move together)."""
+    rows = []
+    for rep in range(reps):
+        hw = 2.0 * (1 + 0.1 * math.sin(rep * 2.1))
+        for mode, gbit, extra in (("hardware", hw, {}), ("vose", hw * vose_over_hw, {"speedup": "measured"})):
+            (row,) = app("aes_cbc", mode, gbit, spread=(0.0,), **extra)
+            rows.append({**row, "group": group, "rep": rep})
+    return rows
+
+
+def test_runs_of_one_repetition_are_compared_pairwise():
+    # Issue 32's paired design: drift between repetitions hides a 1 % error from a difference of means,
+    # not from the pairs (each repetition's vose run 1 % above its own hardware run).
+    paired = only(evaluate("ch3", drifting(8, 1.01)), "vose_matches_hardware")
+    assert paired.verdict == "holds", paired.reason
+    assert "paired over 8 repetitions" in paired.reason and "+1 %" in paired.reason
+    unpaired = [{k: v for k, v in r.items() if k != "rep"} for r in drifting(8, 1.01)]
+    f = only(evaluate("ch3", unpaired), "vose_matches_hardware")
+    assert f.verdict == "inconclusive" and "unpaired: difference of the means (Welch)" in f.reason, f.reason
+    off = only(evaluate("ch3", drifting(8, 0.95)), "vose_matches_hardware")
+    assert off.verdict == "does not hold" and "vose's throughput error -5 %" in off.reason, off.reason
+
+
+def test_runs_pair_only_within_one_repetition_of_one_file(tmp_path):
+    import json
+
+    from qoelab.findings.committed import Source, evaluate_files
+
+    rows = drifting(6, 1.01)
+    # Each file holds one mode only: repetition numbers repeat across files, but nothing pairs.
+    for name, mode in (("a.jsonl", "hardware"), ("b.jsonl", "vose")):
+        (tmp_path / name).write_text(
+            "".join(json.dumps(r) + "\n" for r in rows if r["params"]["mode"] == mode)
+        )
+    found = evaluate_files("ch3", (Source("a.jsonl"), Source("b.jsonl")), root=tmp_path)
+    f = only(found, "vose_matches_hardware")
+    assert "unpaired" in f.reason and "paired over" not in f.reason, f.reason
+    # A repetition with two vose runs in the scope (two groups' runs merged) pairs nothing.
+    twice = drifting(6, 1.01) + [r for r in drifting(6, 1.01) if r["params"]["mode"] == "vose"]
+    assert "unpaired" in only(evaluate("ch3", twice), "vose_matches_hardware").reason
+
+
 def test_without_vose_at_the_hardwares_speed_it_says_so_and_without_hardware_it_does_not_apply():
     rows = app("aes_cbc", "hardware", 2.0) + app("aes_cbc", "vose", 1.0, 2)
     f = only(evaluate("ch3", rows), "vose_matches_hardware")

@@ -423,7 +423,10 @@ def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list
 
     ``per_host``: the row's machine (:func:`machine`) becomes the parameter ``host``, so
     :func:`scopes` judges each machine's trials apart; rows that name no machine make a scope of
-    their own (``host = not recorded``) rather than joining every machine's."""
+    their own (``host = not recorded``) rather than joining every machine's.
+
+    A benchmark file's row that names its ``rep`` (and ``group``) keeps them as ``pair``: the runs
+    of one repetition were made back to back, so a check may compare them pairwise (ch3)."""
     out = []
     for r in rows:
         params = dict(r.get("params") or r.get("resolved") or {})
@@ -431,7 +434,10 @@ def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list
         if params:
             if per_host:
                 params["host"] = machine(r.get("host"))
-            out.append({"params": params, "summary": summary})
+            row: dict[str, Any] = {"params": params, "summary": summary}
+            if r.get("rep") is not None:
+                row["pair"] = f"{r.get('group', '')}#{r['rep']}"
+            out.append(row)
     return out
 
 

@@ -138,6 +138,10 @@ def evaluate_files(family: str, sources: Sequence[Source], root: Path = REPO) ->
 
     per_source = [(s, normalise(read_rows(root / s.path), per_host=family in HOST_BOUND))
                   for s in sources]  # fmt: skip
+    for s, rows in per_source:  # a repetition pairs runs of one file only
+        for r in rows:
+            if "pair" in r:
+                r["pair"] = f"{s.path}#{r['pair']}"
     every = [r for _, rows in per_source for r in rows]
     out: list[Finding] = []
     for check in applicable(family, every, [r["params"] for r in every]):
