@@ -5,6 +5,7 @@ tables (``--write-doc`` puts them into docs/vose.md).
 
     .venv/bin/python benchmarks/vose/run.py                 # everything, about 50 minutes, alone on the host
     .venv/bin/python benchmarks/vose/run.py --only validate --reps 10
+    .venv/bin/python benchmarks/vose/run.py --only validate --primitive aes --reps 40 --out FILE
     .venv/bin/python benchmarks/vose/run.py --report --write-doc
 """
 
@@ -15,7 +16,7 @@ import json
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
@@ -36,10 +37,15 @@ QUOTAS = (0.25, 0.5, 1.0)
 GROUP_REPS = {"validate": 10, "checksum_curve": 3, "ipsec": 2, "wait": 3, "quota": 2, "evidence": 3}
 
 
-def plan(group: str, duration: float) -> Iterator[tuple[str, VoseRun]]:
-    """(case, run) pairs of one repetition of a group, in the order they run."""
+PRIMITIVES = ("aes", "sha1", "checksum")
+
+
+def plan(group: str, duration: float,
+         primitives: Sequence[str] = PRIMITIVES) -> Iterator[tuple[str, VoseRun]]:  # fmt: skip
+    """(case, run) pairs of one repetition of a group, in the order they run (``primitives``: the
+    validation's)."""
     if group == "validate":
-        for primitive in ("aes", "sha1", "checksum"):
+        for primitive in primitives:
             base = base_run(primitive, duration)
             for name, change in cases(primitive).items():
                 yield f"{primitive}/{name}", replace(base, **change)
@@ -96,7 +102,8 @@ def done_keys(out: Path) -> set[tuple[str, str, int]]:
     return {(d["group"], d["case"], d["rep"]) for d in map(json.loads, out.read_text().splitlines()) if d}
 
 
-def run_all(groups: list[str], reps: int | None, duration: float, out: Path, resume: bool) -> None:
+def run_all(groups: list[str], reps: int | None, duration: float, out: Path, resume: bool,
+            primitives: Sequence[str] = PRIMITIVES) -> None:  # fmt: skip
     done = done_keys(out) if resume else set()
     if not resume and out.exists():
         out.unlink()
@@ -105,7 +112,7 @@ def run_all(groups: list[str], reps: int | None, duration: float, out: Path, res
         for rep in range(n):  # repetitions outermost: drift over the hour hits every case alike
             # ABBA: the order reverses every other repetition, so a case is not always first
             # (two identical configurations differed by 4.3 % in a fixed order, issue 32).
-            for case, run in case_order(list(plan(group, duration)), rep):
+            for case, run in case_order(list(plan(group, duration, primitives)), rep):
                 if (group, case, rep) in done:
                     continue
                 started = time.time()
@@ -142,6 +149,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", action="append", choices=list(GROUP_REPS), help="groups to run (default all)")
     ap.add_argument("--reps", type=int, help=f"repetitions per case (default per group: {GROUP_REPS})")
+    ap.add_argument("--primitive", action="append", choices=PRIMITIVES, dest="primitives",
+                    help="the validation's primitives (default all three)")  # fmt: skip
     ap.add_argument("--duration", type=float, default=10.0, help="stream length per run, s (default 10)")
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
     ap.add_argument("--resume", action="store_true", help="keep results.jsonl and run only what is missing")
@@ -156,7 +165,8 @@ def main() -> int:
             write_doc(REPO / "docs" / "vose.md", text)
         print(text)
         return 0
-    run_all(args.only or list(GROUP_REPS), args.reps, args.duration, args.out, args.resume)
+    run_all(args.only or list(GROUP_REPS), args.reps, args.duration, args.out, args.resume,
+            tuple(args.primitives or PRIMITIVES))  # fmt: skip
     return 0
 
 
