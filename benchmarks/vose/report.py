@@ -17,10 +17,12 @@ sys.path.insert(0, str(REPO / "workers"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 from docblock import write_block  # noqa: E402
 
-from qoelab.findings.base import Stat, mean_ci  # noqa: E402
+from qoelab.findings.base import Stat, mean_ci, runs_for_half_width  # noqa: E402
 
 BEGIN, END = "<!-- vose-bench:start -->", "<!-- vose-bench:end -->"
 METRICS = (("throughput_bps", "throughput"), ("cpu_sender", "sender CPU"), ("cpu_receiver", "receiver CPU"))
+# Issue 32: VOSE's accuracy is measured until each paired error's 95 % CI is this narrow (in %).
+TARGET_HALF_WIDTH = 1.5
 
 
 def load(path: Path) -> list[dict[str, Any]]:
@@ -65,6 +67,17 @@ def _error_row(name: str, runs: dict[int, dict[str, Any]], ref: dict[int, dict[s
     return f"| {name} | " + " | ".join(f"{c} %" for c in cells) + " |"
 
 
+def _plan_line(runs: dict[int, dict[str, Any]], ref: dict[int, dict[str, Any]]) -> str:
+    """The pairs each error needs for a ±TARGET_HALF_WIDTH % interval at the spread seen so far."""
+    cells = []
+    for metric, label in METRICS:
+        err = _paired_error(runs, ref, metric)
+        need = runs_for_half_width(err, TARGET_HALF_WIDTH)
+        cells.append(f"{label} {need if need is not None else '–'}")
+    return (f"Pairs for a 95 % half-width of ±{TARGET_HALF_WIDTH:g} % at this spread (planned from "
+            f"the pairs above): " + ", ".join(cells) + ".")  # fmt: skip
+
+
 HEAD = "| case | n | throughput (Mbit/s) | sender CPU (%) | receiver CPU (%) |\n|---|---|---|---|---|"
 ERR_HEAD = "| vs reference | throughput | sender CPU | receiver CPU |\n|---|---|---|---|"
 
@@ -93,6 +106,8 @@ def validation(rows: list[dict[str, Any]]) -> list[str]:
                 out.append(_error_row(label, mine[name], hw))
         if "vose_speedup1" in mine:
             out.append(_error_row("vose at speedup 1 vs software", mine["vose_speedup1"], mine["software"]))
+        if "vose" in mine and hw:
+            out += ["", _plan_line(mine["vose"], hw)]
         sp = [s for s in mine.get("vose", {}).values() if "speedup_send" in s]
         if sp:
             send = mean_ci(s["speedup_send"] for s in sp)

@@ -5,7 +5,7 @@ tables (``--write-doc`` puts them into docs/vose.md).
 
     .venv/bin/python benchmarks/vose/run.py                 # everything, about 50 minutes, alone on the host
     .venv/bin/python benchmarks/vose/run.py --only validate --reps 10
-    .venv/bin/python benchmarks/vose/run.py --only validate --primitive aes --reps 40 --out FILE
+    .venv/bin/python benchmarks/vose/run.py --only validate --primitive aes --reps 60 --out FILE
     .venv/bin/python benchmarks/vose/run.py --report --write-doc
 """
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from qoelab.findings import JOB_REPORTS, REPORTS, applicable, evaluate, render_markdown
-from qoelab.findings.base import Finding, mean_ci, slope_ci
+from qoelab.findings.base import Finding, mean_ci, runs_for_half_width, slope_ci
 
 # t(0.975, 2) for n = 3, from tables (not from the code under test).
 T_975_DF2 = 4.302652729911275
@@ -72,6 +72,13 @@ def test_the_interval_is_the_student_t_interval_of_the_repetitions() -> None:
 def test_one_value_has_a_mean_but_no_interval() -> None:
     s = mean_ci([5.0])
     assert (s.n, s.mean, s.ci_low, s.ci_high) == (1, 5.0, None, None)
+
+
+def test_the_runs_for_a_half_width_follow_the_t_table() -> None:
+    # sd 1: t(0.975, 5) / sqrt(6) = 2.5706 / 2.449 > 1, t(0.975, 6) / sqrt(7) = 2.4469 / 2.646 < 1 (tables).
+    assert runs_for_half_width(mean_ci([9.0, 10.0, 11.0]), 1.0) == 7
+    assert runs_for_half_width(mean_ci([9.0, 10.0, 11.0]), 10.0) == 2
+    assert runs_for_half_width(mean_ci([5.0]), 1.0) is None
 
 
 def test_a_slope_has_a_t_interval_with_n_minus_two_degrees_of_freedom() -> None:

@@ -59,6 +59,26 @@ def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> Stat:
     return Stat(n, mean, mean - half, mean + half)
 
 
+def runs_for_half_width(
+    s: Stat, half_width: float, confidence: float = CONFIDENCE, limit: int = 10_000
+) -> int | None:
+    """How many values would give ``s``'s spread a Student-t interval of ±``half_width``: the smallest
+    n ≥ 2 with t(1−α/2, n−1)·sd/√n ≤ half_width, sd read back from ``s``'s own interval (a
+    precision-based sample size, planned from the runs so far). None without an interval or past
+    ``limit``."""
+    if not s.has_ci or s.n < 2 or s.mean is None or half_width <= 0:
+        return None
+    assert s.ci_high is not None
+    sd = (s.ci_high - s.mean) * math.sqrt(s.n) / float(stats.t.ppf(0.5 + confidence / 2, s.n - 1))
+    # t > z, so the normal approximation's n is a lower bound to count up from.
+    n = max(2, math.ceil((float(stats.norm.ppf(0.5 + confidence / 2)) * sd / half_width) ** 2))
+    while float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n) > half_width:
+        n += 1
+        if n > limit:
+            return None
+    return n
+
+
 def slope_ci(xs: Sequence[float], ys: Sequence[float], confidence: float = CONFIDENCE) -> Stat:
     """Least-squares slope of y over x with its Student-t CI (n − 2 degrees of freedom).
 
