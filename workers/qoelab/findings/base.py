@@ -69,10 +69,11 @@ def runs_for_half_width(
     if not s.has_ci or s.n < 2 or s.mean is None or half_width <= 0:
         return None
     assert s.ci_high is not None
-    sd = (s.ci_high - s.mean) * math.sqrt(s.n) / float(stats.t.ppf(0.5 + confidence / 2, s.n - 1))
+    q = 0.5 + confidence / 2
+    sd = (s.ci_high - s.mean) * math.sqrt(s.n) / float(stats.t.ppf(q, s.n - 1))
     # t > z, so the normal approximation's n is a lower bound to count up from.
-    n = max(2, math.ceil((float(stats.norm.ppf(0.5 + confidence / 2)) * sd / half_width) ** 2))
-    while float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n) > half_width:
+    n = max(2, math.ceil((float(stats.norm.ppf(q)) * sd / half_width) ** 2))
+    while float(stats.t.ppf(q, n - 1)) * sd / math.sqrt(n) > half_width:
         n += 1
         if n > limit:
             return None
