@@ -87,6 +87,22 @@ def test_tcg_keeps_the_timeouts_measured_here_and_kvm_is_tighter_but_never_below
         guest_timeouts("auto")
 
 
+def test_a_guest_held_to_a_cpu_quota_gets_every_ceiling_divided_by_that_share_of_a_core() -> None:
+    from qoelab.vm.qemu import KVM_TIMEOUTS, TCG_TIMEOUTS, guest_timeouts
+
+    held = guest_timeouts("tcg", 0.4)
+    assert held.accel == "tcg" and held.cpu_quota == 0.4
+    assert (held.boot_ready_s, held.restore_s, held.client_setup_s, held.x2go_setup_s) == pytest.approx(
+        (750.0, 300.0, 150.0, 1500.0)
+    )
+    assert [held.setup_s(p) for p in ("vnc", "x2go")] == pytest.approx([150.0, 1500.0])
+    assert guest_timeouts("kvm", 0.5).boot_ready_s == pytest.approx(2 * KVM_TIMEOUTS.boot_ready_s)
+    # Not held, or held to a core or more: the accelerator's own ceilings, never shortened.
+    for quota in (None, 1.0, 1.5):
+        assert guest_timeouts("tcg", quota) is TCG_TIMEOUTS, quota
+    assert TCG_TIMEOUTS.cpu_quota is None and TCG_TIMEOUTS.boot_ready_s == 300.0
+
+
 def test_kvm_asked_for_on_a_host_where_it_runs_no_guest_fails_naming_why(tmp_path: Path, monkeypatch) -> None:
     from qoelab.vm.image import GuestImage
 
@@ -202,6 +218,7 @@ def _vm_check_host(tmp_path: Path, monkeypatch, *, usable: bool | None, reason: 
         (image_dir / name).write_bytes(b"x")
     (image_dir / "manifest.json").write_text(json.dumps({"input_hash": input_hash()}))
     monkeypatch.setenv("QOELAB_VM_IMAGE_DIR", str(image_dir))
+    monkeypatch.delenv("QOELAB_VM_CPU_QUOTA", raising=False)  # QEMU not held unless a test says so
     monkeypatch.setattr(system, "find_tool", lambda name, package=None: f"/usr/bin/{name}")
     monkeypatch.setattr(vmguest, "qemu_binary", lambda: "/usr/bin/qemu-system-x86_64")
     monkeypatch.setattr(snapshot, "qemu_version", lambda: "QEMU emulator version 7.2.15")
@@ -252,6 +269,27 @@ def test_vm_check_fails_when_kvm_is_required_and_runs_no_guest(tmp_path: Path, m
     monkeypatch.setenv("QOELAB_VM_ALLOW_TCG", "0")
     assert main(["vm", "check"]) == 1
     assert "and TCG is disabled (QOELAB_VM_ALLOW_TCG=0)" in capsys.readouterr().out
+
+
+def test_vm_check_shows_the_ceilings_a_cpu_quota_gives_and_names_a_bad_quota(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from qoelab.cli import main
+
+    _vm_check_host(tmp_path, monkeypatch, usable=False, reason="KVM guest printed nothing within 8 s")
+    monkeypatch.setenv("QOELAB_VM_CPU_QUOTA", "0.5")
+    assert main(["vm", "check"]) == 0
+    assert (
+        "  timeouts:    boot to page 600 s, restore 240 s, VNC/SPICE setup 120 s, X2Go setup 1200 s"
+        " (QEMU held to 0.5 cores: x2)"
+    ) in capsys.readouterr().out.splitlines()
+    monkeypatch.setenv("QOELAB_VM_CPU_QUOTA", "fast")
+    assert main(["vm", "check"]) == 1
+    out = capsys.readouterr().out
+    assert "  problem:     QOELAB_VM_CPU_QUOTA: must be a number of cores, got 'fast'" in out.splitlines(), (
+        out
+    )
+    assert "boot to page 300 s" in out  # the unscaled ceilings, beside the problem
 
 
 def test_vm_check_without_an_image_says_how_to_build_it_and_probes_nothing(

@@ -37,6 +37,7 @@ from qoelab.rd.bench import (
 from qoelab.rd.clients import resolve_settings
 from qoelab.rd.desktop import ServerSide, serve_pages
 from qoelab.rd.workload import find_link, generate
+from qoelab.vm import throttle
 from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, resolve_accel, running_guest
 from qoelab.vm.image import GuestImage, load_image
 from qoelab.vm.qemu import guest_timeouts, vnc_options_for
@@ -164,7 +165,7 @@ def run_vm_bench(
     # KVM probed once per host boot (cached): running_guest gets the same answer.
     chosen, _why = resolve_accel(accel, image)
     if ready_timeout_s is None:
-        ready_timeout_s = guest_timeouts(chosen).boot_ready_s
+        ready_timeout_s = guest_timeouts(chosen, throttle.cpu_quota_from_env()).boot_ready_s
     snapshot = None
     if start == "snapshot":
         snapshot = _snapshot_or_none(prefix, workdir / "vm-snapshot", image, chosen, log, vm_info)
@@ -188,7 +189,7 @@ def run_vm_bench(
             server = _server_side(protocol, server_ns, server_ip, merged, page_url, guest)
             log.info("%s: guest up (%s, %s start) in %.1f s; %s on %s:%d", prefix, guest.accel, guest.start,
                      guest.boot_to_ready_s, protocol, server_ip, server.port)  # fmt: skip
-            setup_timeout_s = guest_timeouts(guest.accel).setup_s(protocol)
+            setup_timeout_s = guest_timeouts(guest.accel, guest.cpu_quota).setup_s(protocol)
             measure = functools.partial(
                 measure_client_side, procs, protocol, server, lambda: None, client_ns, client_if, server_ip,
                 merged, workdir, manifest, params, setup_timeout_s, record=record, prefix=prefix,

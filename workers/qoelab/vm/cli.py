@@ -63,6 +63,7 @@ def check_vm(requested: str = "auto") -> VmCheck:
     """Probe this host for VM mode as a trial would (the KVM probe boots a kernel, once per host boot)."""
     from qoelab.emulation.system import find_tool
     from qoelab.vm import guest as vmguest
+    from qoelab.vm import throttle
     from qoelab.vm.image import load_image
     from qoelab.vm.qemu import choose_accel, guest_timeouts, tcg_allowed
     from qoelab.vm.snapshot import qemu_version
@@ -89,7 +90,12 @@ def check_vm(requested: str = "auto") -> VmCheck:
     except QoelabError as err:
         found.problems.append(str(err))
         return found
-    found.accel, found.timeouts = accel, guest_timeouts(accel)
+    try:
+        quota = throttle.cpu_quota_from_env()
+    except QoelabError as err:
+        found.problems.append(str(err))
+        quota = None
+    found.accel, found.timeouts = accel, guest_timeouts(accel, quota)
     return found
 
 
@@ -184,9 +190,10 @@ def render(found: VmCheck) -> str:
         lines.append(f"  accelerator: {found.accel} ({reason})")
     t = found.timeouts
     if t is not None:
+        held = "" if t.cpu_quota is None else f" (QEMU held to {t.cpu_quota:g} cores: x{1 / t.cpu_quota:.3g})"
         lines.append(
             f"  timeouts:    boot to page {t.boot_ready_s:.0f} s, restore {t.restore_s:.0f} s, "
-            f"VNC/SPICE setup {t.client_setup_s:.0f} s, X2Go setup {t.x2go_setup_s:.0f} s"
+            f"VNC/SPICE setup {t.client_setup_s:.0f} s, X2Go setup {t.x2go_setup_s:.0f} s{held}"
         )
     lines += [f"  problem:     {p}" for p in found.problems]
     return "\n".join(lines)

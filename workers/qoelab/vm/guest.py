@@ -486,7 +486,7 @@ def running_guest(
     chosen, reason = resolve_accel(accel, image)
     cpu_quota = throttle.cpu_quota_from_env()  # a benchmark's slowed condition; None: not held
     group: Path | None = None
-    timeouts = guest_timeouts(chosen)
+    timeouts = guest_timeouts(chosen, cpu_quota)
     if ready_timeout is None:
         ready_timeout = timeouts.boot_ready_s
     if snapshot is not None and not snapshot.usable_for(chosen):

@@ -35,7 +35,7 @@ from typing import Any
 from qoelab.errors import QoelabError
 from qoelab.vm.guest import GuestError, check_prefix, running_guest, snapshot_root
 from qoelab.vm.image import GuestImage
-from qoelab.vm.qemu import GuestSpec, guest_timeouts, qemu_argv, qemu_binary
+from qoelab.vm.qemu import GuestSpec, qemu_argv, qemu_binary
 
 log = logging.getLogger("qoelab.vm.snapshot")
 FORMAT = 1
@@ -186,7 +186,7 @@ def make_snapshot(image: GuestImage, accel: str, prefix: str, memory_mb: int, wo
             prefix, workdir, ns=ns, image=image, accel=accel, vnc_display=None, spice_port=None,
             memory_mb=memory_mb, extra_append=extra_append,
             ready=None if ready_for is None else ready_for(ns),
-            ready_timeout=guest_timeouts(accel).boot_ready_s if ready_timeout is None else ready_timeout,
+            ready_timeout=ready_timeout,  # None: the accelerator's ceiling, scaled to a CPU quota if held
         )  # fmt: skip
         with booting as guest:
             booted = time.monotonic() - t0
