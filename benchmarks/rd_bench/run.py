@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import math
 import os
 import platform
 import shutil
@@ -32,8 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scipy import stats
-
+from qoelab import stats
 from qoelab.errors import QoelabError
 from qoelab.rd.bench_cli import bench
 
@@ -50,13 +48,8 @@ SERVERS = {
 
 def mean_ci(values: list[float]) -> tuple[float | None, float | None]:
     """Mean and Student-t 95 % half-width (None when it cannot be computed)."""
-    vals = [v for v in values if v is not None and math.isfinite(v)]
-    if not vals:
-        return None, None
-    m = statistics.fmean(vals)
-    if len(vals) < 2:
-        return m, None
-    return m, float(stats.t.ppf(0.975, len(vals) - 1)) * statistics.stdev(vals) / math.sqrt(len(vals))
+    s = stats.mean_ci(values)
+    return s.mean, s.half_width
 
 
 def fmt(pair: tuple[float | None, float | None], scale: float = 1.0, digits: int = 0) -> str:

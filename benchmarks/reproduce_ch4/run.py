@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from qoelab import findings, presets
-from qoelab.findings.base import fmt_num, machine, mean_ci
+from qoelab.findings.base import fmt_num, machine
 from qoelab.findings.committed import COMMITTED, Source, evaluate_files
+from qoelab.stats import mean_ci
 from qoelab.units import format_duration, format_rate
 
 REPO = Path(__file__).resolve().parents[2]

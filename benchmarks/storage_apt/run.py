@@ -34,10 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: doc
 from docblock import write_block  # noqa: E402
 
 from qoelab import findings, jobs  # noqa: E402
-from qoelab.findings.base import fmt_num, mean_ci
+from qoelab.findings.base import fmt_num
 from qoelab.hostfacts import run_facts
 from qoelab.jobtype import TrialContext
 from qoelab.params import validate_params
+from qoelab.stats import mean_ci
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "storage-apt.md"

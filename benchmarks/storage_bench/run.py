@@ -37,9 +37,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workers"))
 
 from qoelab.findings import evaluate, render_markdown  # noqa: E402
-from qoelab.findings.base import mean_ci  # noqa: E402
 from qoelab.jobs import storage_bench as job  # noqa: E402
 from qoelab.params import validate_params  # noqa: E402
+from qoelab.stats import mean_ci  # noqa: E402
 from qoelab.storage.trial import run_storage  # noqa: E402
 
 RESULTS = Path(__file__).with_name("results")

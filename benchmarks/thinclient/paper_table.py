@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workers"))
@@ -95,13 +94,13 @@ def _ports(work: Path) -> dict[int, int]:
 
 
 def mean_ci(values: list[float]) -> tuple[float, float] | None:
-    v = np.array([x for x in values if x is not None], dtype=float)
-    if not v.size:
+    """Mean and Student-t 95 % half-width (NaN for one value), None for none."""
+    from qoelab.stats import mean_ci as interval
+
+    s = interval(values)
+    if s.mean is None:
         return None
-    if v.size < 2:
-        return float(v.mean()), float("nan")
-    half = stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / np.sqrt(v.size)
-    return float(v.mean()), float(half)
+    return s.mean, float("nan") if s.half_width is None else s.half_width
 
 
 def fmt(mc: tuple[float, float] | None, spec: str = "{:.2e}") -> str:

@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO / "workers"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 from docblock import write_block  # noqa: E402
 
-from qoelab.findings.base import Stat, mean_ci, runs_for_half_width  # noqa: E402
+from qoelab.stats import Stat, mean_ci, runs_for_half_width  # noqa: E402
 
 BEGIN, END = "<!-- vose-bench:start -->", "<!-- vose-bench:end -->"
 METRICS = (("throughput_bps", "throughput"), ("cpu_sender", "sender CPU"), ("cpu_receiver", "receiver CPU"))

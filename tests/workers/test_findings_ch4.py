@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from qoelab.findings import JOB_REPORTS, REPORTS, applicable, evaluate, render_markdown
-from qoelab.findings.base import Finding, mean_ci, runs_for_half_width, slope_ci
+from qoelab.findings.base import Finding, slope_ci
+from qoelab.stats import mean_ci, runs_for_half_width
 
 # t(0.975, 2) for n = 3, from tables (not from the code under test).
 T_975_DF2 = 4.302652729911275

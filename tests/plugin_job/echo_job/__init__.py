@@ -22,9 +22,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from qoelab.estimate import Estimate, PastRun
-from qoelab.findings.base import Check, Comparison, Report, Scope, at_least, mean_ci
+from qoelab.findings.base import Check, Comparison, Report, Scope, at_least
 from qoelab.jobtype import Cleanup, HostProbe, JobType, Metric, TrialContext, TrialResult
 from qoelab.preset import Chapter, Preset
+from qoelab.stats import mean_ci
 
 NAME = "echo_job"
 HERE = __name__

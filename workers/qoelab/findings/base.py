@@ -15,69 +15,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 from scipy import stats
+
+from qoelab.stats import CONFIDENCE, Stat, mean_ci  # the checks import them from here too
 
 Verdict = Literal["holds", "does not hold", "inconclusive"]
 HOLDS: Verdict = "holds"
 FAILS: Verdict = "does not hold"
 INCONCLUSIVE: Verdict = "inconclusive"
-CONFIDENCE = 0.95
 PROTOCOL_ORDER = ("vnc", "spice", "x2go")
 # Never part of a condition: the seed is a repetition knob (workload pages, link PRNG), not a setting.
 POOLED = frozenset({"seed"})
 
 
 # ---- statistics ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Stat:
-    """Mean and 95 % Student-t confidence interval of n values (no interval for n < 2)."""
-
-    n: int
-    mean: float | None
-    ci_low: float | None
-    ci_high: float | None
-
-    @property
-    def has_ci(self) -> bool:
-        return self.ci_low is not None and self.ci_high is not None
-
-
-def mean_ci(values: Iterable[float], confidence: float = CONFIDENCE) -> Stat:
-    """mean ± t(1−α/2, n−1)·s/√n over ``values`` (NaN and None left out)."""
-    a = np.array([float(v) for v in values if v is not None], dtype=float)
-    a = a[np.isfinite(a)]
-    n = int(a.size)
-    if n == 0:
-        return Stat(0, None, None, None)
-    mean = float(a.mean())
-    if n < 2:
-        return Stat(n, mean, None, None)
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * float(a.std(ddof=1)) / math.sqrt(n)
-    return Stat(n, mean, mean - half, mean + half)
-
-
-def runs_for_half_width(
-    s: Stat, half_width: float, confidence: float = CONFIDENCE, limit: int = 10_000
-) -> int | None:
-    """How many values would give ``s``'s spread a Student-t interval of ±``half_width``: the smallest
-    n ≥ 2 with t(1−α/2, n−1)·sd/√n ≤ half_width, sd read back from ``s``'s own interval (a
-    precision-based sample size, planned from the runs so far). None without an interval or past
-    ``limit``."""
-    if not s.has_ci or s.n < 2 or s.mean is None or half_width <= 0:
-        return None
-    assert s.ci_high is not None
-    q = 0.5 + confidence / 2
-    sd = (s.ci_high - s.mean) * math.sqrt(s.n) / float(stats.t.ppf(q, s.n - 1))
-    # t > z, so the normal approximation's n is a lower bound to count up from.
-    n = max(2, math.ceil((float(stats.norm.ppf(q)) * sd / half_width) ** 2))
-    while float(stats.t.ppf(q, n - 1)) * sd / math.sqrt(n) > half_width:
-        n += 1
-        if n > limit:
-            return None
-    return n
 
 
 def slope_ci(xs: Sequence[float], ys: Sequence[float], confidence: float = CONFIDENCE) -> Stat:

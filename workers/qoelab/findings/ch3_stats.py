@@ -11,7 +11,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from qoelab.findings.base import CONFIDENCE, Comparison, Stat, fmt_num
+from qoelab.findings.base import Comparison, fmt_num
+from qoelab.stats import CONFIDENCE, Stat
 
 Row = Mapping[str, Any]
 

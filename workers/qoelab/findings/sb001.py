@@ -5,7 +5,7 @@ sanity oracles of §6.5. Every trial is one round of one family (metadata, batch
 varmail, fileserver) against one target; the parameters a check compares (target, scheduler, form,
 op, file size, threads, RTT, loss, jitter, meta_n) are grouped inside its run, and every other one
 that varies (``rate``: 100 Mbit/s and 1 Gbit/s, ``set_size``, ``swift_transfers``, ...) is a scope
-judged on its own. Numbers are mean and 95 % Student-t CI over the repetitions (``base.mean_ci``),
+judged on its own. Numbers are mean and 95 % Student-t CI over the repetitions (``qoelab.stats.mean_ci``),
 slopes over RTT with ``base.slope_ci``, decisions with ``base.lower``/``at_least``/``at_most``.
 
 The lab differs from the thesis' testbed: bfq stands in for CFQ (gone from Linux) and mq-deadline

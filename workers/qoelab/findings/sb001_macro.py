@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from qoelab.findings import sb001_util as u
-from qoelab.findings.base import Comparison, Scope, fmt_num, lower, mean_ci
+from qoelab.findings.base import Comparison, Scope, fmt_num, lower
 from qoelab.findings.sb001_util import by_series, metric, of, stat, times
+from qoelab.stats import mean_ci
 
 Run = tuple[list[Comparison], list[str]]
 # Table 6.1: iSCSI's PostMark time is ≥ 50× below NFS's and Swift's in every row; "≫" is checked

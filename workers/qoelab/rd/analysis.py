@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from qoelab.errors import ParameterError
 from qoelab.packets.pcapfile import CaptureError, CaptureInfo, Packet, read_packets
 from qoelab.rd.clicks import Click
+from qoelab.stats import t_half_width
 
 __all__ = [
     "AnalysisResult",
@@ -169,7 +169,7 @@ class Stat:
         a = np.asarray(values, dtype=float)
         n = len(a)
         std = float(a.std(ddof=1)) if n > 1 else None
-        ci = float(stats.t.ppf(0.975, n - 1) * std / math.sqrt(n)) if std is not None else None
+        ci = t_half_width(std, n) if std is not None else None
         return cls(n, float(a.mean()), ci, float(np.median(a)), float(np.percentile(a, 95)), std)
 
     def scaled(self, k: float) -> Stat:

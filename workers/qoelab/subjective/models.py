@@ -36,12 +36,12 @@ from typing import Literal
 import numpy as np
 from scipy import stats
 
+from qoelab.stats import CONFIDENCE, t_half_width
 from qoelab.subjective.votes import Votes, VotesError
 
 Model = Literal["mean", "p910", "p913"]
 MODELS: tuple[Model, ...] = ("mean", "p910", "p913")
 Z95 = float(stats.norm.ppf(0.975))  # the "1.96" of the paper's asymptotic 95 % intervals (its eq. 6)
-CONFIDENCE = 0.95
 AP_THRESHOLD = 1e-8  # P.910 Appendix VI's stop threshold on the change of the scores
 AP_WEIGHT_GUARD = 1e-8  # 1 / (sigma^2 + guard): a rater who matches the model exactly
 AP_MAX_ITERATIONS = 1000
@@ -182,7 +182,7 @@ def fit_mean(v: Votes) -> Fit:
         elif n == 1:
             stimuli.append(StimulusScore(sid, 1, float(mos[j]), None, None, None, cond))
         else:
-            half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, n - 1)) * float(sd[j]) / math.sqrt(n)
+            half = t_half_width(float(sd[j]), n, CONFIDENCE)
             stimuli.append(StimulusScore(sid, n, float(mos[j]), float(mos[j]) - half, float(mos[j]) + half,
                                          float(sd[j]), cond))  # fmt: skip
     bias, spread = _rater_spread(v, mos)

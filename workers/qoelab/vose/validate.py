@@ -15,14 +15,12 @@ error's 95 % Student-t interval against the thesis' bound: inside, outside or un
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from scipy import stats
-
+from qoelab.stats import mean_ci
 from qoelab.vose.pair import PRIMITIVE_DEVICE
 from qoelab.vose.trial import VoseRun, run_trial
 
@@ -81,13 +79,8 @@ def paired_error(vose: Sequence[dict[str, float]], ref: Sequence[dict[str, float
     per_rep = [error_pct(v, r) for v, r in zip(vose, ref, strict=True)]
     out: dict[str, Any] = {}
     for name, bound in BOUNDS_PCT.items():
-        values = [e[name] for e in per_rep if name in e]
-        n = len(values)
-        mean = statistics.fmean(values) if values else None
-        lo = hi = None
-        if n >= 2 and mean is not None:
-            half = float(stats.t.ppf(0.975, n - 1)) * statistics.stdev(values) / math.sqrt(n)
-            lo, hi = mean - half, mean + half
+        err = mean_ci(e[name] for e in per_rep if name in e)
+        lo, hi = err.ci_low, err.ci_high
         if lo is None or hi is None:
             verdict = "undecided"
         elif -bound <= lo and hi <= bound:
@@ -96,7 +89,8 @@ def paired_error(vose: Sequence[dict[str, float]], ref: Sequence[dict[str, float
             verdict = "outside"
         else:
             verdict = "undecided"
-        out[name] = {"mean": mean, "ci_low": lo, "ci_high": hi, "n": n, "bound": bound, "verdict": verdict}
+        out[name] = {"mean": err.mean, "ci_low": lo, "ci_high": hi, "n": err.n, "bound": bound,
+                     "verdict": verdict}  # fmt: skip
     return out
 
 
