@@ -263,18 +263,10 @@ def test_an_acr_campaigns_results_say_acr_mos_and_do_not_compare_with_the_thesis
     assert "ACR MOS" in page and "Not compared" in page and "MOS in the layout of Table 4.2" in page
 
 
-def start_session(slot: Any) -> dict[str, str]:
-    return {"websocket_url": f"ws://lab.invalid/slot/{slot.pk}", "client": "novnc"}
-
-
-def stop_session(slot: Any) -> None:
-    return None
-
-
 def test_a_live_acr_case_is_the_remote_session_alone(alice: Any, client: Any, settings: Any) -> None:
     from ratings import campaigns, invitations
 
-    settings.QOELAB_LIVE_SESSION_PROVIDER = __name__  # this module: start_session/stop_session above
+    settings.QOELAB_LIVE_SESSION_PROVIDER = "rating_helpers"  # its fake start_session/stop_session
     by_hand = [{"params": {"protocol": "vnc", "rate": "1mbit", "delay": d}} for d in ("10ms", "100ms")]
     live = campaigns.open_campaign(
         campaigns.create_campaign(alice, name="live acr", conditions=by_hand, method="acr", mode="live")
