@@ -35,6 +35,18 @@ def watch(client: APIClient, condition: int, stages: tuple[str, ...] = ("referen
         b"".join(r.streaming_content)
 
 
+def ready_to_rate(token: str) -> tuple[APIClient, int]:
+    """An evaluator who consented and saw both videos of their first condition, all screens: the
+    client and that condition's id, ready for a rating to be posted."""
+    client = ev_client(token)
+    client.post("/api/rate/consent/")
+    cond = client.get("/api/rate/state/").json()["condition"]["id"]
+    watch(client, cond)
+    for stage in ("reference", "degraded"):
+        client.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    return client, cond
+
+
 def walk(
     client: APIClient, scores: Callable[[dict[str, Any], int], int] | int = 4, stop_after: int | None = None
 ) -> int:

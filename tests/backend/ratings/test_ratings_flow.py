@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rating_helpers import POINTS, ev_client, watch
+from rating_helpers import POINTS, ev_client, ready_to_rate, watch
 from rest_framework.test import APIClient
 
 pytestmark = pytest.mark.django_db
@@ -378,12 +378,7 @@ def test_submitting_twice_stores_the_rating_once(campaign: Any, invited: Any) ->
     from ratings.models import Rating
 
     ((ev, raw),) = invited(1)
-    c = ev_client(raw)
-    c.post("/api/rate/consent/")
-    cond = c.get("/api/rate/state/").json()["condition"]["id"]
-    watch(c, cond)
-    for stage in ("reference", "degraded"):
-        c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    c, cond = ready_to_rate(raw)
     first = {k: 4 for k in campaign.aspect_keys}
     r1 = c.post("/api/rate/ratings/", {"condition": cond, "scores": first}, format="json")
     r2 = c.post(
@@ -401,12 +396,7 @@ def test_submitting_twice_stores_the_rating_once(campaign: Any, invited: Any) ->
 
 def test_scores_must_cover_every_aspect_with_a_grade_from_1_to_5(campaign: Any, invited: Any) -> None:
     ((ev, raw),) = invited(1)
-    c = ev_client(raw)
-    c.post("/api/rate/consent/")
-    cond = c.get("/api/rate/state/").json()["condition"]["id"]
-    watch(c, cond)
-    for stage in ("reference", "degraded"):
-        c.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    c, cond = ready_to_rate(raw)
     keys = campaign.aspect_keys
     r = c.post("/api/rate/ratings/", {"condition": cond, "scores": {keys[0]: 5}}, format="json")
     assert r.status_code == 400 and "missing Image clarity" in r.json()["detail"]

@@ -9,7 +9,7 @@ import io
 from typing import Any
 
 import pytest
-from rating_helpers import STOPPED, ev_client, walk, watch
+from rating_helpers import STOPPED, ev_client, ready_to_rate, walk
 
 pytestmark = pytest.mark.django_db
 
@@ -322,12 +322,7 @@ def test_a_rating_posted_while_the_database_is_down_is_kept_and_lands_once_when_
     from ratings.models import Rating
 
     ((ev, raw),) = invited(1)
-    api = ev_client(raw)
-    api.post("/api/rate/consent/")
-    cond = api.get("/api/rate/state/").json()["condition"]["id"]
-    watch(api, cond)
-    for stage in ("reference", "degraded"):
-        api.post("/api/rate/screens/", {"condition": cond, "stage": stage, "index": 0}, format="json")
+    api, cond = ready_to_rate(raw)
     page = Client(raise_request_exception=False)
     form = {"action": "rate", "condition": str(cond), **{f"score_{k}": "4" for k in campaign.aspect_keys}}
     with database_refusing():
