@@ -65,11 +65,10 @@ def runs_for_half_width(
     n ≥ 2 with t(1−α/2, n−1)·sd/√n ≤ half_width, sd read back from ``s``'s own interval (a
     precision-based sample size, planned from the runs so far). None without an interval or past
     ``limit``."""
-    if not s.has_ci or s.n < 2 or s.mean is None or half_width <= 0:
+    if s.half_width is None or s.n < 2 or half_width <= 0:
         return None
-    assert s.ci_high is not None
     q = 0.5 + confidence / 2
-    sd = (s.ci_high - s.mean) * math.sqrt(s.n) / float(stats.t.ppf(q, s.n - 1))
+    sd = s.half_width * math.sqrt(s.n) / float(stats.t.ppf(q, s.n - 1))
     # t > z, so the normal approximation's n is a lower bound to count up from.
     n = max(2, math.ceil((float(stats.norm.ppf(q)) * sd / half_width) ** 2))
     while t_half_width(sd, n, confidence) > half_width:

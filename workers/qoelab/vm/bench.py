@@ -37,7 +37,6 @@ from qoelab.rd.bench import (
 from qoelab.rd.clients import resolve_settings
 from qoelab.rd.desktop import ServerSide, serve_pages
 from qoelab.rd.workload import find_link, generate
-from qoelab.vm import throttle
 from qoelab.vm.guest import GUEST_IP, PAGE_PORT, TAP_HOST_ADDR, resolve_accel, running_guest
 from qoelab.vm.image import GuestImage, load_image
 from qoelab.vm.qemu import guest_timeouts, vnc_options_for
@@ -122,8 +121,9 @@ def run_vm_bench(
 
     ``start``: ``snapshot`` restores the guest from the host's saved state (made once, by the first
     trial that needs it), ``cold`` boots it; a failed restore falls back to a boot and says so.
-    ``ready_timeout_s``: QEMU start to the page on the guest's screen; None: the accelerator's
-    (``qoelab.vm.qemu.guest_timeouts``), as is the client side's setup ceiling.
+    ``ready_timeout_s``: QEMU start to the page on the guest's screen; None: the accelerator's,
+    divided by a CPU quota QEMU is held to (``qoelab.vm.qemu.guest_timeouts``, applied by
+    ``running_guest``), as is the client side's setup ceiling.
     """
     protocol, server_ns, client_ns, server_ip = req.protocol, req.server_ns, req.client_ns, req.server_ip
     client_if, record = req.client_if, req.record
@@ -164,8 +164,6 @@ def run_vm_bench(
     image = load_image()
     # KVM probed once per host boot (cached): running_guest gets the same answer.
     chosen, _why = resolve_accel(accel, image)
-    if ready_timeout_s is None:
-        ready_timeout_s = guest_timeouts(chosen, throttle.cpu_quota_from_env()).boot_ready_s
     snapshot = None
     if start == "snapshot":
         snapshot = _snapshot_or_none(prefix, workdir / "vm-snapshot", image, chosen, log, vm_info)
