@@ -159,7 +159,8 @@ def report(doc: dict[str, Any]) -> str:
     ]
     keys = sorted({(t["start_asked"], t["protocol"]) for t in doc["trials"]},
                   key=lambda k: (k[0] != "snapshot", ["vnc", "spice", "x2go"].index(k[1])))  # fmt: skip
-    failures = []
+    failures: list[str] = []
+    late: list[str] = []
     for start, protocol in keys:
         rows = [t for t in doc["trials"] if (t["start_asked"], t["protocol"]) == (start, protocol)]
         ok = [t for t in rows if t["ok"]]
@@ -170,7 +171,17 @@ def report(doc: dict[str, Any]) -> str:
         judged = verdict(len(rows), len(ok), len(clean), median, start)
         lines.append(f"| {start} | {protocol} | {len(rows)} | {len(ok)} | {len(clean)} | {med} | {judged} |")
         failures += [f"- {start} {protocol}: {t['error'][:400]}" for t in rows if not t["ok"]]
+        late += [
+            f"- {start} {protocol}, part {t.get('part', 0) + 1}, repetition {t.get('repetition', '?')}: "
+            f"{t['timed_out']} of {t['updates']} updates"
+            for t in ok
+            if t.get("timed_out")
+        ]
     lines += by_machine(doc, keys)
+    if late:
+        # Not a failed trial: the session ran to its end, but the driver saw no new page within the
+        # update timeout after a click, so that update has no T (the rd analysis leaves it out).
+        lines += ["", "Updates that timed out (the trial succeeded; those updates have no T):", *late]
     return "\n".join(lines + ([""] + ["Failures:"] + failures if failures else []))
 
 

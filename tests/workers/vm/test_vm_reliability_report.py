@@ -51,6 +51,18 @@ def test_report_counts_restarts_and_failures_per_row():
     assert "- snapshot vnc: VmError: the guest's X server never started" in text
 
 
+def test_report_names_each_trial_with_an_update_that_timed_out():
+    late = trial(protocol="spice", start="cold") | {"updates": 2, "timed_out": 1, "repetition": 18}
+    doc = {"host": FACTS, "trials": [trial(start="cold") | {"updates": 2, "timed_out": 0}, late]}
+    text = rel.report(doc)
+    assert "| cold | spice | 1 | 1 | 1 | 8.0 / 8.0 s | not judged (1 of 30 trials) |" in text
+    assert text.endswith(
+        "Updates that timed out (the trial succeeded; those updates have no T):\n"
+        "- cold spice, part 1, repetition 18: 1 of 2 updates"
+    )
+    assert "Updates that timed out" not in rel.report({"host": FACTS, "trials": [trial()]})
+
+
 def test_resume_adds_a_part_and_refuses_to_overwrite_or_mix_conditions(tmp_path):
     out = tmp_path / "run.json"
     doc = rel.start_or_resume(out, FACTS, resume=False)
