@@ -1,8 +1,10 @@
-"""Fixtures of the rating browser tests: an open live campaign over two conditions of one protocol."""
+"""Fixtures of the rating browser tests: an open live campaign over two conditions of one protocol, and
+the evaluator's visit to it (``live_visit``), whose steps the VNC, SPICE and X2Go tests share."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +128,63 @@ def wait_until_painted() -> Any:
         page.wait_for_function(_PAINTED, arg=selector, timeout=timeout_ms)
 
     return wait
+
+
+@dataclass
+class LiveVisit:
+    """An evaluator's visit to a live campaign in ``page``: the steps every live protocol shares."""
+
+    stack: Any
+    page: Any
+    pages_dir: Path
+    view_reference: Callable[[Any, str, str, int], None]
+    wait_until_painted: Callable[..., None]
+    save_screenshot: Callable[[Any, str], Path]
+
+    def start(self, token: str, screens: int) -> Any:
+        """Consent, practice and the reference; returns the manifest of the pages the worker shows."""
+        from qoelab.rd.workload import generate
+
+        manifest = generate(self.pages_dir, pages=max(screens, 2), seed=1)  # what the worker shows
+        self.view_reference(self.page, self.stack.url, token, screens)
+        return manifest
+
+    def connected(self, timeout_ms: float) -> None:
+        """Until the page reports the remote desktop's client connected (the session is up)."""
+        self.page.locator("#live-session[data-connected='true']").wait_for(timeout=timeout_ms)
+
+    def painted(self, selector: str, screenshot: str) -> Any:
+        """The client's canvas, scrolled into view once its first update is drawn; a screenshot kept."""
+        canvas = self.page.locator(selector).first
+        canvas.wait_for(timeout=30_000)
+        canvas.scroll_into_view_if_needed()
+        self.wait_until_painted(self.page, selector)
+        self.save_screenshot(self.page, screenshot)
+        return canvas
+
+    def click_through(self, canvas: Any, manifest: Any, screens: int, timeout_ms: float) -> None:
+        """Click each page's link on the 800x600 remote screen; the form opens after the last page."""
+        for n in range(screens):
+            box = canvas.bounding_box()  # viewport coordinates, after scrolling
+            assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
+            cx, cy = manifest.page(n + 1).link.center
+            self.page.mouse.click(box["x"] + cx, box["y"] + cy)
+            degraded = self.page.locator("[data-role='degraded-count']")
+            degraded.filter(has_text=str(n + 1)).wait_for(timeout=timeout_ms)
+            if n < screens - 1:
+                assert self.page.evaluate(FIELDS_DISABLED) is True, f"the form opened after page {n + 1}"
+        self.page.wait_for_function(f"() => !({FIELDS_DISABLED})()", timeout=15_000)
+
+
+@pytest.fixture
+def live_visit(
+    lab_stack: Any,
+    chromium_page: Any,
+    tmp_path: Path,
+    view_reference: Any,
+    wait_until_painted: Any,
+    save_screenshot: Any,
+) -> LiveVisit:
+    return LiveVisit(
+        lab_stack, chromium_page, tmp_path / "pages", view_reference, wait_until_painted, save_screenshot
+    )

@@ -8,7 +8,6 @@ building the link, the namespace desktop, x11vnc, socat in the client namespace 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,71 +24,30 @@ def live_campaign(open_live_campaign: Any) -> tuple[Any, str]:
 
 
 def test_the_evaluator_operates_vnc_through_novnc_across_the_emulated_link_before_the_form_opens(
-    lab_stack: Any,
-    chromium_page: Any,
-    live_campaign: tuple[Any, str],
-    rate_live: Any,
-    save_screenshot: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
+    live_campaign: tuple[Any, str], live_visit: Any, rate_live: Any
 ) -> None:
     campaign, token = live_campaign
-    _, summary = rate_live(
-        campaign,
-        lambda: _go_through(
-            lab_stack,
-            chromium_page,
-            campaign,
-            token,
-            save_screenshot,
-            tmp_path,
-            view_reference,
-            wait_until_painted,
-        ),
-    )
+    _, summary = rate_live(campaign, lambda: _go_through(live_visit, campaign, token))
     assert summary["screens"] >= SCREENS, summary
 
 
-def _go_through(
-    lab_stack: Any,
-    page: Any,
-    campaign: Any,
-    token: str,
-    save_screenshot: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
-) -> None:
+def _go_through(visit: Any, campaign: Any, token: str) -> None:
     from experiments.models import Trial
-    from qoelab.rd.workload import generate
     from ratings.models import Evaluator, ScreenEvent, Slot
 
-    manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)  # what the worker shows
-    view_reference(page, lab_stack.url, token, SCREENS)
-
+    manifest = visit.start(token, SCREENS)
     # The remote desktop: noVNC connects to websockify on the worker once the session is reported.
-    page.locator("#live-session[data-connected='true']").wait_for(timeout=120_000)
+    visit.connected(timeout_ms=120_000)
     slot = Slot.objects.get(evaluator__campaign=campaign, state="active")
     trial = Trial.objects.get(pk=slot.session["trial"])
     assert trial.sweep.job_type == "live_session" and trial.status == "running"
     assert slot.session["client"] == "novnc" and slot.session["websocket_url"].startswith("ws://")
-    canvas = page.locator("#live-session [data-role='client'] canvas")
-    canvas.wait_for()
     # The page brought the desktop into view when it connected: the evaluator need not look for it.
+    canvas = visit.page.locator("#live-session [data-role='client'] canvas")
+    canvas.wait_for()
     expect(canvas).to_be_in_viewport(ratio=1)
-    canvas.scroll_into_view_if_needed()
-    wait_until_painted(page, "#live-session [data-role='client'] canvas")  # the first update, drawn
-    save_screenshot(page, "rating/live_novnc")
-    for n in range(SCREENS):
-        box = canvas.bounding_box()  # viewport coordinates, after scrolling
-        assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
-        cx, cy = manifest.page(n + 1).link.center
-        page.mouse.click(box["x"] + cx, box["y"] + cy)
-        page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=30_000)
-        if n < SCREENS - 1:
-            assert page.evaluate("() => document.getElementById('rating-fields').disabled")
-    page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)
+    canvas = visit.painted("#live-session [data-role='client'] canvas", "rating/live_novnc")
+    visit.click_through(canvas, manifest, SCREENS, timeout_ms=30_000)
 
     ev = Evaluator.objects.get(campaign=campaign, label="L1")
     assert ScreenEvent.objects.filter(evaluator=ev, stage="degraded").count() == SCREENS

@@ -28,31 +28,12 @@ def spice_campaign(open_live_campaign: Any) -> tuple[Any, str]:
 
 
 def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_through(
-    lab_stack: Any,
-    chromium_page: Any,
-    spice_campaign: tuple[Any, str],
-    rate_live: Any,
-    save_screenshot: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
+    spice_campaign: tuple[Any, str], live_visit: Any, rate_live: Any
 ) -> None:
     campaign, token = spice_campaign
     errors: list[str] = []
-    chromium_page.on("pageerror", lambda e: errors.append(f"{e} {e.stack}"))
-    trial, _ = rate_live(
-        campaign,
-        lambda: _go_through(
-            chromium_page,
-            lab_stack,
-            campaign,
-            token,
-            save_screenshot,
-            tmp_path,
-            view_reference,
-            wait_until_painted,
-        ),
-    )
+    live_visit.page.on("pageerror", lambda e: errors.append(f"{e} {e.stack}"))
+    trial, _ = rate_live(campaign, lambda: _go_through(live_visit, campaign, token))
     # Seen once in ~10 CI runs: spice-html5's *cursor* channel gets a link reply "Permission denied"
     # from Xspice (cause not found; the display channel and the clicks below are unaffected, and the
     # evaluator keeps the browser's own pointer). Any other page error still fails the test.
@@ -63,39 +44,16 @@ def test_spice_html5_connects_across_the_emulated_link_and_the_evaluator_clicks_
     assert trial.provenance.get("client") == "spice-html5" and trial.provenance.get("local_view") is False
 
 
-def _go_through(
-    page: Any,
-    lab_stack: Any,
-    campaign: Any,
-    token: str,
-    save_screenshot: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
-) -> None:
-    from qoelab.rd.workload import generate
+def _go_through(visit: Any, campaign: Any, token: str) -> None:
     from ratings.models import Slot
 
-    manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)
-    view_reference(page, lab_stack.url, token, SCREENS)
-
-    page.locator("#live-session[data-connected='true']").wait_for(timeout=120_000)
+    manifest = visit.start(token, SCREENS)
+    visit.connected(timeout_ms=120_000)
     slot = Slot.objects.get(evaluator__campaign=campaign, state="active")
     assert slot.session["client"] == "spice-html5" and slot.session["websocket_url"].startswith("ws://")
-    status = page.locator("#live-session [data-role='client-status']").inner_text()
+    status = visit.page.locator("#live-session [data-role='client-status']").inner_text()
     assert "Connected to the remote desktop (SPICE" in status, status
-    assert page.locator("#live-session [data-role='local-view']").is_hidden()
+    assert visit.page.locator("#live-session [data-role='local-view']").is_hidden()
     # The display channel draws into a canvas inside #spice-screen.
-    canvas = page.locator("#spice-screen canvas").first
-    canvas.wait_for(timeout=30_000)
-    canvas.scroll_into_view_if_needed()
-    wait_until_painted(page, "#spice-screen canvas")  # the first display update, drawn
-    save_screenshot(page, "rating/live_spice_html5")
-    box = canvas.bounding_box()
-    assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
-    for n in range(SCREENS):
-        box = canvas.bounding_box()
-        cx, cy = manifest.page(n + 1).link.center
-        page.mouse.click(box["x"] + cx, box["y"] + cy)
-        page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=30_000)
-    page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)
+    canvas = visit.painted("#spice-screen canvas", "rating/live_spice_html5")
+    visit.click_through(canvas, manifest, SCREENS, timeout_ms=30_000)

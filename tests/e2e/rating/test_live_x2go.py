@@ -11,7 +11,6 @@ websockify in the root namespace.
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,69 +33,27 @@ def x2go_campaign(open_live_campaign: Any) -> tuple[Any, str]:
 
 
 def test_the_evaluator_operates_x2go_through_a_local_view_and_the_page_and_results_say_so(
-    lab_stack: Any,
-    chromium_page: Any,
-    x2go_campaign: tuple[Any, str],
-    rate_live: Any,
-    save_screenshot: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
+    x2go_campaign: tuple[Any, str], live_visit: Any, rate_live: Any
 ) -> None:
     campaign, token = x2go_campaign
-    trial, summary = rate_live(
-        campaign,
-        lambda: _go_through(
-            lab_stack,
-            chromium_page,
-            campaign,
-            token,
-            save_screenshot,
-            tmp_path,
-            view_reference,
-            wait_until_painted,
-        ),
-        timeout_s=90,
-    )
+    trial, summary = rate_live(campaign, lambda: _go_through(live_visit, campaign, token), timeout_s=90)
     assert summary["screens"] >= SCREENS, summary
     assert summary["local_view"] == 1.0, summary
     provenance = trial.provenance
     assert provenance.get("local_view") is True and provenance.get("view_note") == NOTE, provenance
 
 
-def _go_through(
-    lab_stack: Any,
-    page: Any,
-    campaign: Any,
-    token: str,
-    save_screenshot: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
-) -> None:
-    from qoelab.rd.workload import generate
+def _go_through(visit: Any, campaign: Any, token: str) -> None:
     from ratings.models import Evaluator, ScreenEvent, Slot
 
-    manifest = generate(tmp_path / "pages", pages=max(SCREENS, 2), seed=1)  # what the worker shows
-    view_reference(page, lab_stack.url, token, SCREENS)
-
+    manifest = visit.start(token, SCREENS)
     # X2Go comes up over SSH across the link; then noVNC connects to the local view.
-    page.locator("#live-session[data-connected='true']").wait_for(timeout=150_000)
-    notice = page.locator("#live-session [data-role='local-view']")
+    visit.connected(timeout_ms=150_000)
+    notice = visit.page.locator("#live-session [data-role='local-view']")
     assert notice.is_visible() and notice.inner_text().strip() == NOTE
     slot = Slot.objects.get(evaluator__campaign=campaign, state="active")
     assert slot.session["client"] == "x2go-view" and slot.session["local_view"] is True
-    canvas = page.locator("#live-session [data-role='client'] canvas")
-    canvas.wait_for()
-    canvas.scroll_into_view_if_needed()
-    wait_until_painted(page, "#live-session [data-role='client'] canvas")  # the first update, drawn
-    save_screenshot(page, "rating/live_x2go_local_view")
-    for n in range(SCREENS):
-        box = canvas.bounding_box()
-        assert box is not None and round(box["width"]) == 800 and round(box["height"]) == 600, box
-        cx, cy = manifest.page(n + 1).link.center
-        page.mouse.click(box["x"] + cx, box["y"] + cy)
-        page.locator("[data-role='degraded-count']").filter(has_text=str(n + 1)).wait_for(timeout=45_000)
-    page.wait_for_function("() => !document.getElementById('rating-fields').disabled", timeout=15_000)
+    canvas = visit.painted("#live-session [data-role='client'] canvas", "rating/live_x2go_local_view")
+    visit.click_through(canvas, manifest, SCREENS, timeout_ms=45_000)
     ev = Evaluator.objects.get(campaign=campaign, label="X1")
     assert ScreenEvent.objects.filter(evaluator=ev, stage="degraded").count() == SCREENS
