@@ -78,32 +78,6 @@ def rate_live(lab_stack: Any, chromium_page: Any) -> Callable[..., tuple[Any, di
 FIELDS_DISABLED = "() => document.getElementById('rating-fields').disabled"
 
 
-@pytest.fixture
-def view_reference() -> Callable[[Any, str, str, int], None]:
-    """``view_reference(page, url, token, screens)``: an evaluator's first steps on a live campaign:
-    consent, the first practice condition, and the reference's pages clicked through in its frame
-    (served by the backend at 800x600) while the rating form stays disabled."""
-
-    def steps(page: Any, url: str, token: str, screens: int) -> None:
-        page.goto(f"{url}/rate/{token}/")
-        page.get_by_label("I have read this and agree to take part").check()
-        page.get_by_role("button", name="Start").click()
-        page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
-        assert page.evaluate(FIELDS_DISABLED) is True
-        frame = page.frame_locator("iframe[data-role='reference']")
-        for n in range(screens):
-            frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
-            page.locator("[data-role='reference-status']").filter(
-                has_text="Reference done" if n == screens - 1 else f"Pages done: {n + 1}"
-            ).wait_for(timeout=15_000)
-        assert page.evaluate(FIELDS_DISABLED) is True, "the form must wait for the remote desktop too"
-        # Issue 33: the remote desktop sat a screen's height below the done reference; the
-        # reference's frame now folds away and the desktop takes its place.
-        page.locator("iframe[data-role='reference']").wait_for(state="hidden")
-
-    return steps
-
-
 # True once the canvas holds more than one colour (a blank or unpainted canvas is uniform). Every
 # 97th pixel is enough: the workload page has text, a link and blocks of colour.
 _PAINTED = """(selector) => {
@@ -119,17 +93,6 @@ _PAINTED = """(selector) => {
 }"""
 
 
-@pytest.fixture
-def wait_until_painted() -> Any:
-    """``wait_until_painted(page, selector)``: until the first canvas matching ``selector`` shows more
-    than one colour (the first update across the emulated link has been drawn), not a fixed sleep."""
-
-    def wait(page: Any, selector: str, timeout_ms: float = 60_000) -> None:
-        page.wait_for_function(_PAINTED, arg=selector, timeout=timeout_ms)
-
-    return wait
-
-
 @dataclass
 class LiveVisit:
     """An evaluator's visit to a live campaign in ``page``: the steps every live protocol shares."""
@@ -137,16 +100,31 @@ class LiveVisit:
     stack: Any
     page: Any
     pages_dir: Path
-    view_reference: Callable[[Any, str, str, int], None]
-    wait_until_painted: Callable[..., None]
     save_screenshot: Callable[[Any, str], Path]
 
     def start(self, token: str, screens: int) -> Any:
-        """Consent, practice and the reference; returns the manifest of the pages the worker shows."""
+        """An evaluator's first steps: consent, the first practice condition, and the reference's pages
+        clicked through in its frame (served by the backend at 800x600) while the rating form stays
+        disabled. Returns the manifest of the pages the worker shows."""
         from qoelab.rd.workload import generate
 
         manifest = generate(self.pages_dir, pages=max(screens, 2), seed=1)  # what the worker shows
-        self.view_reference(self.page, self.stack.url, token, screens)
+        page = self.page
+        page.goto(f"{self.stack.url}/rate/{token}/")
+        page.get_by_label("I have read this and agree to take part").check()
+        page.get_by_role("button", name="Start").click()
+        page.get_by_role("heading", name="Practice 1 of 2: the best case").wait_for()
+        assert page.evaluate(FIELDS_DISABLED) is True
+        frame = page.frame_locator("iframe[data-role='reference']")
+        for n in range(screens):
+            frame.get_by_text(f"NEXT {n + 1}", exact=True).click()
+            page.locator("[data-role='reference-status']").filter(
+                has_text="Reference done" if n == screens - 1 else f"Pages done: {n + 1}"
+            ).wait_for(timeout=15_000)
+        assert page.evaluate(FIELDS_DISABLED) is True, "the form must wait for the remote desktop too"
+        # Issue 33: the remote desktop sat a screen's height below the done reference; the
+        # reference's frame now folds away and the desktop takes its place.
+        page.locator("iframe[data-role='reference']").wait_for(state="hidden")
         return manifest
 
     def connected(self, timeout_ms: float) -> None:
@@ -154,11 +132,13 @@ class LiveVisit:
         self.page.locator("#live-session[data-connected='true']").wait_for(timeout=timeout_ms)
 
     def painted(self, selector: str, screenshot: str) -> Any:
-        """The client's canvas, scrolled into view once its first update is drawn; a screenshot kept."""
+        """The client's canvas, scrolled into view once its first update across the emulated link is
+        drawn (it shows more than one colour: a wait on a condition, not a fixed sleep); a screenshot
+        kept."""
         canvas = self.page.locator(selector).first
         canvas.wait_for(timeout=30_000)
         canvas.scroll_into_view_if_needed()
-        self.wait_until_painted(self.page, selector)
+        self.page.wait_for_function(_PAINTED, arg=selector, timeout=60_000)
         self.save_screenshot(self.page, screenshot)
         return canvas
 
@@ -177,14 +157,5 @@ class LiveVisit:
 
 
 @pytest.fixture
-def live_visit(
-    lab_stack: Any,
-    chromium_page: Any,
-    tmp_path: Path,
-    view_reference: Any,
-    wait_until_painted: Any,
-    save_screenshot: Any,
-) -> LiveVisit:
-    return LiveVisit(
-        lab_stack, chromium_page, tmp_path / "pages", view_reference, wait_until_painted, save_screenshot
-    )
+def live_visit(lab_stack: Any, chromium_page: Any, tmp_path: Path, save_screenshot: Any) -> LiveVisit:
+    return LiveVisit(lab_stack, chromium_page, tmp_path / "pages", save_screenshot)
