@@ -390,6 +390,19 @@ def machine(host: Mapping[str, Any] | None) -> str:
         return str(cpu)
 
 
+def recorded_host(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The row's ``host`` record, or for a VOSE run made before rows carried one, the CPU model and
+    TSC rate its provenance recorded (the TSC's ticks per ns, in GHz, is the clock BogoMIPS / 2 gives)."""
+    if row.get("host"):
+        return row["host"]
+    prov = row.get("provenance") or {}
+    cpu, clock = prov.get("cpu"), prov.get("clock")
+    if not isinstance(cpu, Mapping) or not cpu.get("model"):
+        return None
+    ticks = clock.get("ticks_per_ns") if isinstance(clock, Mapping) else None
+    return {"cpu": cpu["model"], **({"bogomips": float(ticks) * 2000} if ticks else {})}
+
+
 def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list[dict[str, Any]]:
     """Keep rows that have params and a summary; summary values as floats (None dropped).
 
@@ -405,7 +418,7 @@ def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list
         summary = {k: float(v) for k, v in (r.get("summary") or {}).items() if v is not None}
         if params:
             if per_host:
-                params["host"] = machine(r.get("host"))
+                params["host"] = machine(recorded_host(r))
             row: dict[str, Any] = {"params": params, "summary": summary}
             if r.get("rep") is not None:
                 row["pair"] = f"{r.get('group', '')}#{r['rep']}"
