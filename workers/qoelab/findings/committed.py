@@ -8,7 +8,7 @@ records (``benchmarks/thinclient/results``) are read through their experiment pr
 
 ``COMMITTED`` says which committed files feed each family's verdicts, and which checks a file must
 not feed (with the reason): the docs quote what :func:`committed_report` prints. A check whose
-figure has no committed rows yet (ch4's Figs. 4.7 and 4.8) says *not run* with the reason.
+figure has no committed rows yet (ch4's Fig. 4.8) says *not run* with the reason.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ _PPOLL = (
     "apt-bdl's superseded ppoll loop polled every open socket on each wake-up, so its CPU per bit "
     "measured the loop, not the sessions (docs/storage-apt.md)"
 )
-_CH4 = ("ch4-fig46-quick", "ch4-fig46-full")
+_CH4 = ("ch4-fig46-quick", "ch4-fig46-full", "ch4-fig47-quick")
 _SB = ("meta-rtt", "batch-4kb", "batch-1mb", "batch-16mb", "single", "schedulers", "schedulers-16mb",
        "macro")  # fmt: skip
 
@@ -68,7 +68,11 @@ COMMITTED: dict[str, Family] = {
         "200 Mbit/s and 20 ms one way on one 2-core host instead of the paper's 900 Mbit/s testbed",
     ),
     "ch3": Family(
-        (Source("benchmarks/vose/results.jsonl"),),
+        (
+            Source("benchmarks/vose/results.jsonl"),
+            # Fig. 3.12 again, 5 repetitions on one Intel Xeon (2026-12-06): the devices' checks.
+            Source("benchmarks/vose/ipsec-2026-12-06.jsonl"),
+        ),
         "scaled",
         "a veth pair on one 2-core host with emulated devices instead of the thesis' offload hardware",
     ),
