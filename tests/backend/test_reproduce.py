@@ -229,7 +229,7 @@ def test_the_page_shows_the_labs_verdicts_on_its_committed_results(browser):
         assert f'data-family="{name}"' in section, name
         block = section.split(f'data-family="{name}"', 1)[1].split("</section>", 1)[0]
         assert block.count("<tr data-check=") == len(fam["checks"]) >= len(REPORTS[name])
-    # ch4's figures without committed runs (4.7, 4.8) say "not run"; its files are listed.
+    # ch4's figure without committed runs (4.8) says "not run"; its files are listed.
     ch4 = section.split('data-family="ch4"', 1)[1].split("</section>", 1)[0]
     assert (
         'data-verdict="not run"' in ch4

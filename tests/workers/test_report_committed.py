@@ -43,14 +43,16 @@ def test_every_family_reports_from_the_committed_files_alone(capsys):
                 assert c["lab_value"], c
             if c["verdict"] == "not run":
                 assert c["lab_value"] is None, c
-    # ch4's committed runs are the Fig. 4.6 preset's (benchmarks/presets/run.py): its checks are
-    # judged, the other figures' say "not run" with the reason.
+    # ch4's committed runs are the Fig. 4.6 and 4.7 presets' (benchmarks/presets/run.py): their checks
+    # are judged, Fig. 4.8's say "not run" with the reason.
     ch4 = report["families"]["ch4"]
     assert ch4["files"] == [
-        f"benchmarks/presets/results/ch4-fig46-{size}.jsonl" for size in ("quick", "full")
+        f"benchmarks/presets/results/ch4-{name}.jsonl"
+        for name in ("fig46-quick", "fig46-full", "fig47-quick")
     ]
     verdicts = {c["name"]: c["verdict"] for c in ch4["checks"]}
-    assert verdicts["x2go_best_t_low_rate"] != "not run" and verdicts["best_t_by_loss"] == "not run"
+    assert verdicts["x2go_best_t_low_rate"] != "not run" and verdicts["t_rises_with_delay"] != "not run"
+    assert verdicts["best_t_by_loss"] == "not run"
     # The superseded apt-bdl build does not feed the CPU check (its per-bit CPU measured its loop).
     cpu = [c for c in report["families"]["ch2"]["checks"] if c["name"] == "session_cpu_overhead"]
     apt = [c for c in report["families"]["ch2"]["checks"] if c["name"] == "apt_converges"]

@@ -72,6 +72,8 @@ COMMITTED: dict[str, Family] = {
             Source("benchmarks/vose/results.jsonl"),
             # Fig. 3.12 again, 5 repetitions on one Intel Xeon (2026-12-06): the devices' checks.
             Source("benchmarks/vose/ipsec-2026-12-06.jsonl"),
+            # AES-NI against vose, 60 interleaved pairs on the same Xeon: the validation's precision.
+            Source("benchmarks/vose/validate-aes-2026-12-06.jsonl"),
         ),
         "scaled",
         "a veth pair on one 2-core host with emulated devices instead of the thesis' offload hardware",
