@@ -410,6 +410,14 @@ def test_sha1_lighter_than_aes_is_inconclusive_not_a_refutation():
     assert f.verdict == "holds", f.reason
 
 
+def test_aes_only_runs_alone_do_not_make_the_sha1_only_check_apply():
+    # AES-only's curve is the premise's context; without a SHA1-only run there is no knee to judge.
+    aes = vose_curve("aes_only", {1: 0.72, 3: 1.55, 10: 2.7, "inf": 3.8})
+    assert not named(evaluate("ch3", aes), "sha1_only_levels_off_near_10")
+    (check,) = [c for c in REPORTS["ch3"] if c.name == "sha1_only_levels_off_near_10"]
+    assert check.applies([r["params"] for r in aes]) == "no trial with device sha1_only"
+
+
 def test_both_parts_failing_are_both_named():
     rows = vose_curve("sha1_only", SHA1_ONLY | {3: 1.4, 10: 1.2})
     f = only(evaluate("ch3", rows), "sha1_only_levels_off_near_10")

@@ -447,6 +447,9 @@ class Check:
     # Categorical conditions, {param: allowed values} (vose: path app, device sha1_only). A trial
     # without the parameter (its job type dropped it as not applying) is not left out by it.
     among: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
+    # Values some trial inside must have for the check to apply, {param: values}: rows that only give
+    # context (vose: AES-only beside SHA1-only's knee) do not make a check apply on their own.
+    requires: Mapping[str, tuple[Any, ...]] = field(default_factory=dict)
     # What a row is, for the reasons given: a trial, or one evaluator's answers on a condition.
     rows_are: str = "trials"
 
@@ -475,6 +478,9 @@ class Check:
         its x parameter takes two values or more inside the thesis' conditions, and one of the
         protocols it compares is present."""
         inside = [p for p in params if self.inside(p)]
+        for k, wanted in self.requires.items():
+            if not any(_same(p.get(k), w) for p in inside for w in wanted):
+                return f"no trial with {k} {' or '.join(fmt_value(k, w) for w in wanted)}"
         if self.x is None:
             return None if inside else "no trial lies within " + (self.conditions or "the results")
         if len({_hashable(p.get(self.x)) for p in inside}) < 2:
