@@ -229,12 +229,11 @@ def test_the_page_shows_the_labs_verdicts_on_its_committed_results(browser):
         assert f'data-family="{name}"' in section, name
         block = section.split(f'data-family="{name}"', 1)[1].split("</section>", 1)[0]
         assert block.count("<tr data-check=") == len(fam["checks"]) >= len(REPORTS[name])
-    # ch4's figure without committed runs (4.8) says "not run"; its files are listed.
+    # ch4 lists its files; the DCR family, with no rating campaign committed, says "not run".
     ch4 = section.split('data-family="ch4"', 1)[1].split("</section>", 1)[0]
-    assert (
-        'data-verdict="not run"' in ch4
-        and "<code>benchmarks/presets/results/ch4-fig46-quick.jsonl</code>" in ch4
-    )
+    assert "<code>benchmarks/presets/results/ch4-fig48-quick.jsonl</code>" in ch4
+    dcr = section.split('data-family="ch4-dcr"', 1)[1].split("</section>", 1)[0]
+    assert 'data-verdict="not run"' in dcr
 
 
 def test_a_run_longer_than_an_hour_starts_only_after_a_confirmation(browser):

@@ -351,12 +351,12 @@ def test_x2go_better_up_to_50_ms_is_inconclusive_without_a_1_mbit_panel() -> Non
 # ---- 6: loss -----------------------------------------------------------------------------------------
 
 
-def loss_sweep(t: dict[str, dict[float, float]], rates=(1, 10)) -> list[dict[str, Any]]:
+def loss_sweep(t: dict[str, dict[float, float]], rates=(1, 10), delay: float = 0.1) -> list[dict[str, Any]]:
     rows = []
     for proto, per_loss in t.items():
         for r in rates:
             for loss, value in per_loss.items():
-                rows += trials(proto, {"T_ms": value}, rate=r * MBIT, delay=0.1, loss=loss)
+                rows += trials(proto, {"T_ms": value}, rate=r * MBIT, delay=delay, loss=loss)
     return rows
 
 
@@ -384,6 +384,17 @@ def test_best_by_loss_is_inconclusive_without_a_loss_above_5_percent() -> None:
     t = {p: {k: v for k, v in c.items() if k < 5} for p, c in CROSSING.items()}
     f = only(evaluate("ch4", loss_sweep(t)), "best_t_by_loss")
     assert f.verdict == "inconclusive" and f.reason.startswith("no loss above 5 % at rate 1 Mbit/s")
+
+
+def test_the_loss_checks_judge_only_fig_4_8s_delay_not_another_figures_trials() -> None:
+    # Issue 32: a Fig. 4.6 sweep (10 ms, no loss, X2Go best at 1 Mbit/s) beside a loss sweep at 100 ms
+    # once made a 10 ms scope with one loss value, where "SPICE best below 3 %" was refuted by Fig. 4.6's
+    # own point. Only trials at Fig. 4.8's 100 ms (80-120 ms) feed the loss checks.
+    fig46 = rate_sweep(LOW_X2GO, delay=0.01, loss=0.0)
+    found = evaluate("ch4", fig46 + loss_sweep(CROSSING))
+    assert only(found, "best_t_by_loss").verdict == "holds"
+    assert [f.scope for f in found if f.name in ("best_t_by_loss", "x_constant_with_loss")] == [{}, {}]
+    assert [c.name for c in applicable("ch4", loss_sweep(CROSSING, delay=0.3))] == []
 
 
 # ---- scopes and rendering ------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ _PPOLL = (
     "apt-bdl's superseded ppoll loop polled every open socket on each wake-up, so its CPU per bit "
     "measured the loop, not the sessions (docs/storage-apt.md)"
 )
-_CH4 = ("ch4-fig46-quick", "ch4-fig46-full", "ch4-fig47-quick")
+_CH4 = ("ch4-fig46-quick", "ch4-fig46-full", "ch4-fig47-quick", "ch4-fig48-quick")
 _SB = ("meta-rtt", "batch-4kb", "batch-1mb", "batch-16mb", "single", "schedulers", "schedulers-16mb",
        "macro")  # fmt: skip
 
