@@ -316,25 +316,21 @@ def _sha1_needed(sc: Scope) -> tuple[list[Comparison], list[str]]:
 # ---- 4: SHA1-only levels off near speedup 10 ---------------------------------------------------------
 
 
-def _whole_gain(points: Mapping[float, Sequence[Mapping[str, Any]]], top: float | None = None) -> Stat | None:
-    """A device's gain from speedup 1 to inf as a share of inf's throughput (``top``, the mean at inf
-    when already known): the share of the software record's time its offloaded work takes (time per
-    record = rest + T / speedup)."""
+def _whole_gain(points: Mapping[float, Sequence[Mapping[str, Any]]]) -> Stat | None:
+    """A device's gain from speedup 1 to inf as a share of inf's throughput: the share of the
+    software record's time its offloaded work takes (time per record = rest + T / speedup)."""
     if 1.0 not in points or math.inf not in points:
         return None
-    if top is None:
-        top = mean_ci(_values(points[math.inf], TPUT[0], GBIT)).mean
+    top = mean_ci(_values(points[math.inf], TPUT[0], GBIT)).mean
     return _gain(points, 1.0, math.inf, top) if top else None
 
 
-def _sha1_not_heaviest(
-    sc: Scope, sha1_points: Mapping[float, Any], sha1_top: float | None
-) -> Comparison | None:
+def _sha1_not_heaviest(sc: Scope, sha1_points: Mapping[float, Any]) -> Comparison | None:
     """The claim's premise (§3.6.2: "SHA-1 is the heaviest"), measured on this host: offloading
     SHA-1 alone must gain more than offloading AES alone. Where it gains less beyond both intervals,
     the knee's place follows from the host's cost split, not from the method, so it cannot be tested."""
     aes = [r for r in sc.rows if r["params"].get("device") == "aes_only"]
-    s, a = _whole_gain(sha1_points, sha1_top), _whole_gain(curve(aes)[0])
+    s, a = _whole_gain(sha1_points), _whole_gain(curve(aes)[0])
     if s is None or a is None:
         return None
     c = lower(scaled(s, 0.01), scaled(a, 0.01), "SHA1-only", "AES-only", _where(sc), " %")
@@ -355,7 +351,7 @@ def _sha1_only_levels(sc: Scope) -> tuple[list[Comparison], list[str]]:
     tput, points, _ = _throughputs(sc, sha1)
     device = _device(sha1)
     gaps = _missing(points, (LEVEL_RISING_FROM, LEVEL_AT, math.inf), device)
-    premise = _sha1_not_heaviest(sc, points, tput[math.inf].mean if math.inf in tput else None)
+    premise = _sha1_not_heaviest(sc, points)
     if premise is not None:
         return [premise], gaps
     named = []
