@@ -18,7 +18,8 @@ mkdir -p "$STATE"
 # and nfs-ganesha-vfs (the NFSv4 target, no kernel nfsd here), fuse2fs (the export's ext4 image where
 # loop mounts fail), libnfs-utils (nfs-ls/nfs-cp/nfs-cat: readiness and tests), swift, swift-proxy,
 # swift-account, swift-container, swift-object (the Swift all-in-one target), memcached (tempauth keeps
-# its tokens there), python3-swiftclient (the swift command: readiness and tests); nginx (the buffering
+# its tokens there), python3-swiftclient (the swift command: readiness and tests), rclone and fuse3 (Swift's
+# client on the host, swift_client=host: workers/qoelab/storage/hostclient.py); nginx (the buffering
 # proxy in front of gunicorn, scripts/nginx/: make demo starts its own, not the packaged site).
 DEB_PACKAGES=(
   ca-certificates curl git make gcc libc6-dev pkg-config procps psmisc
@@ -32,7 +33,7 @@ DEB_PACKAGES=(
   postgresql postgresql-client redis-server redis-tools
   chromium xvfb fonts-dejavu-core wrk nginx
   clang libbpf-dev bpftool
-  nfs-ganesha nfs-ganesha-vfs fuse2fs libnfs-utils memcached python3-swiftclient
+  nfs-ganesha nfs-ganesha-vfs fuse2fs libnfs-utils memcached python3-swiftclient rclone fuse3
   swift swift-proxy swift-account swift-container swift-object
 )
 missing=()

@@ -114,6 +114,13 @@ SETS: dict[str, list[tuple[dict[str, Any], str, tuple]]] = {
         for r in ("ideal", "latency")
     ],  # fmt: skip
     "batch-16mb-loss": _batch("16mb", "256mb", ("loss",)),
+    # Fig. 4.7d's Swift with rclone on the host (swift_client=host): the TCG guest's rclone reads 1 MiB
+    # files below the 80 % of the line that "Swift fills the link" needs even unimpaired.
+    "batch-1mb-swift-host": [
+        ({**point, "swift_client": "host"}, axis, values)
+        for point, axis, values in _batch("1mb", "64mb", ("ideal", "realistic"))
+        if point["target"] == "swift"
+    ],
     # Fig. 4.10 (§4.8): 1 Gbit/s; here the reheat's ceiling says how much of it the TCG guest can use.
     "gbit": _batch("16mb", "256mb", ("ideal", "latency"), rate="1gbit"),
     # Fig. 4.8: iSCSI sync reads at 50 ms under bfq (CFQ's stand-in) and mq-deadline (deadline's).

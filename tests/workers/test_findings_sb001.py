@@ -291,6 +291,37 @@ def test_swift_below_the_line_refutes_only_where_its_unimpaired_ceiling_is_above
     )
 
 
+def test_a_host_client_swift_is_judged_apart_with_the_guests_nfs_and_iscsi_rows():
+    """swift_client = host: rclone without the guest's CPU ceiling. Its rows make their own scope,
+    which the NFS and iSCSI rows (no such parameter, or a dumped one) join; older Swift rows ran in
+    the guest and stay in the guest's scope."""
+    crawl = batch("nfs", 2.0, **LOSSY, swift_client="guest") + batch("iscsi", 3.0, **LOSSY)
+    guest = batch("swift", 5.0, **LOSSY) + batch("swift", 8.5)  # no swift_client: the guest's
+    host = batch("swift", 10.5, **LOSSY, swift_client="host") + batch("swift", 11.5, swift_client="host")
+    found = named(evaluate("sb001", crawl + guest + host), "swift_saturates_lossy_wan")
+    by_client = {f.scope["swift_client"]: f for f in found}
+    assert set(by_client) == {"guest", "host"}, [f.scope for f in found]
+    assert by_client["guest"].verdict == "inconclusive"  # its ceiling, 8.5 MiB/s, is below the line
+    assert by_client["host"].verdict == "holds", by_client["host"].reason
+    assert by_client["host"].trials == 12 and by_client["guest"].trials == 12
+    slow = batch("swift", 7.0, **LOSSY, swift_client="host") + batch("swift", 11.5, swift_client="host")
+    (f,) = [f for f in named(evaluate("sb001", crawl + slow), "swift_saturates_lossy_wan")]
+    assert f.verdict == "does not hold", f.reason
+    assert f.reason.startswith("below 0.8: Swift's share of the line rate 0.587"), f.reason
+
+
+def test_the_lan_ranking_leaves_out_a_host_client_swift():
+    """iscsi_lan_swift_wan ranks the clients against each other: a native rclone against the TCG
+    guest's iSCSI would rank the CPUs, so host-client rows are not part of it."""
+    host = [{**r, "params": {**r["params"], "swift_client": "host"}} for r in lan_wan() if
+            r["params"]["target"] == "swift"]  # fmt: skip
+    others = [r for r in lan_wan() if r["params"]["target"] != "swift"]
+    f = one(others + host, "iscsi_lan_swift_wan")
+    assert f.verdict == "inconclusive" and "swift_client" not in f.scope, (f.verdict, f.scope)
+    assert f.trials == len(others)
+    assert one(lan_wan() + host, "iscsi_lan_swift_wan").verdict == "holds"
+
+
 def lan_wan(iscsi_wan: float = 0.5, swift_lan: float = 1.5) -> list[dict[str, Any]]:
     k4 = {"fsize": 4 * KIB}
     rows = batch("iscsi", 10.0, form="direct", **k4) + batch("nfs", 3.0, form="direct", **k4)

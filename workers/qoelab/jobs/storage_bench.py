@@ -103,6 +103,11 @@ class StorageBenchParams(LinkParams):
         description="iSCSI: the guest's block scheduler (mq-deadline for deadline, bfq for the removed CFQ)",
     )
     swift_transfers: int = Field(default=4, ge=1, le=64, description="Swift: rclone's parallel connections")
+    swift_client: Literal["guest", "host"] = Field(
+        default="guest",
+        description="Swift: rclone in the client guest (as NFS and iSCSI), or on the host in the link's "
+        "client namespace, free of the TCG guest's CPU ceiling (batch, single, unit)",
+    )
     transactions: int = Field(default=25_000, ge=10, le=1_000_000, description="postmark: transactions")
     warmup: bool = Field(
         default=True,
@@ -168,6 +173,20 @@ class StorageBenchParams(LinkParams):
             raise ValueError("Swift through a FUSE client has only the default form (notes §3.2)")
         return form
 
+    @field_validator("swift_client")
+    @classmethod
+    def _host_client_for_swift(cls, client: str, info: ValidationInfo) -> str:
+        from qoelab.storage.trial import HOST_FAMILIES
+
+        target, family = info.data.get("target"), info.data.get("family")
+        if client == "host" and target not in (None, "swift"):
+            raise ValueError(f"host runs only Swift's client (this kernel has no NFS client or iSCSI "
+                             f"initiator), got target {target}")  # fmt: skip
+        if client == "host" and family is not None and family not in HOST_FAMILIES:
+            raise ValueError(f"host runs only the families {', '.join(HOST_FAMILIES)} (the others' tools "
+                             f"are the guest's), got {family}")  # fmt: skip
+        return client
+
     @field_validator("unit")
     @classmethod
     def _unit_within_the_file(cls, unit: int, info: ValidationInfo) -> int:
@@ -220,7 +239,7 @@ def inapplicable(params: StorageBenchParams) -> frozenset[str]:
     if params.target != "iscsi":
         out.add("scheduler")
     if params.target != "swift":
-        out.add("swift_transfers")
+        out |= {"swift_transfers", "swift_client"}
     else:
         out.add("form")
     return frozenset(out)
@@ -228,7 +247,8 @@ def inapplicable(params: StorageBenchParams) -> frozenset[str]:
 
 def requires_for(params: StorageBenchParams) -> frozenset[str]:
     """The userspace link, the client guest and the target's servers (qoelab.capabilities)."""
-    caps = {"netns", "userspace_link", "storage.guest", f"storage.{params.target}"}
+    client = "storage.swift_host" if params.swift_client == "host" else "storage.guest"
+    caps = {"netns", "userspace_link", client, f"storage.{params.target}"}
     if params.disk_rate:
         caps.add("storage.disk_rate")
     return frozenset(caps)
@@ -254,7 +274,8 @@ def storage_run(params: StorageBenchParams) -> Any:
         extra["disk_rate"] = DiskRate.parse(params.disk_rate)
     return StorageRun(
         target=params.target, family=params.family, profile=params.to_profile(), meta_n=(params.meta_n,),
-        scheduler=params.scheduler, swift_transfers=params.swift_transfers, op=params.op,
+        scheduler=params.scheduler, swift_transfers=params.swift_transfers, swift_client=params.swift_client,
+        op=params.op,
         form=params.resolved_form(), file_size=int(params.file_size), set_bytes=int(params.set_size),
         threads=(params.threads,), limit_s=float(params.time_limit), lun_bytes=lun_bytes(params),
         warmup=params.warmup, guest_start=params.guest_start, **extra,

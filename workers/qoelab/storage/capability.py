@@ -1,5 +1,6 @@
 """The storage benchmark's capabilities (thesis 001): the client guest (a VM with root's key and
-the benchmark tool), each target's servers, and the guest disk's rate limit.
+the benchmark tool), each target's servers, Swift's client on the host (rclone and FUSE), and the
+guest disk's rate limit.
 
 Without a guest the job type cannot run here; the VM probe (``qoelab.vm.capability``) runs first.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from qoelab import helpers
 from qoelab.jobtype import HostProbe
+from qoelab.storage import hostclient
 from qoelab.storage.diskrate import unavailable
 from qoelab.vm.image import load_image
 
@@ -39,6 +41,8 @@ def probe(found: HostProbe) -> None:
             not missing,
             f"{' and '.join(missing)} not installed (Debian package '{package}' and its peers)",
         )
+    host_why = hostclient.unusable()
+    found.set("storage.swift_host", not host_why, f"swift_client = host: {host_why}")
     why_not = unavailable()
     found.set("storage.disk_rate", found.caps["storage.guest"] and not why_not,
               f"disk_rate: {why_not}" if why_not else f"disk_rate needs the guest: {guest_why}")  # fmt: skip

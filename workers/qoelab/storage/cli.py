@@ -78,6 +78,12 @@ def register(subparsers: Any) -> None:
                    "here; metadata: each kind's requests decoded from it")  # fmt: skip
     b.add_argument("--guest-start", default="snapshot", help="the client guest: snapshot (restored from "
                    "the host's saved state, made once) or cold (booted)")  # fmt: skip
+    b.add_argument(
+        "--swift-client",
+        default="guest",
+        help="Swift: rclone in the guest, or host (in the "
+        "link's client namespace, free of the guest's CPU ceiling: batch, single, unit)",
+    )
     b.add_argument("--json", action="store_true", help="print the result as JSON")
     b.set_defaults(func=cmd_bench)
 
@@ -101,7 +107,7 @@ def bench_params(args: argparse.Namespace) -> tuple[Any, Any]:
         "form": args.form, "file_size": args.file_size or ("16mb" if args.family == "unit" else "1mb"),
         "set_size": args.set_size, "time_limit": args.limit, "transactions": args.transactions,
         "seconds": args.seconds, "files": args.files, "disk_rate": args.disk_rate, "verify_duration": 0,
-        "guest_start": args.guest_start,
+        "guest_start": args.guest_start, "swift_client": args.swift_client,
         # the lists' largest values meet the job's upper bounds; the engine checks every value
         "meta_n": max(counts), "threads": max(threads), "unit": max(units),
     }  # fmt: skip
@@ -111,6 +117,12 @@ def bench_params(args: argparse.Namespace) -> tuple[Any, Any]:
     run = dataclasses.replace(run, meta_n=counts, threads=threads, capture_path=capture,
                               units=units if args.family == "unit" else run.units)  # fmt: skip
     return params, run
+
+
+def _client_line(guest: dict[str, Any]) -> str:
+    if guest.get("accel") is None and guest.get("where"):
+        return "rclone on the host"
+    return f"{guest.get('accel')} guest"
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -175,7 +187,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if out.macro:
             print(macro_line(out.macro), flush=True)
         print(
-            f"{params.target} at RTT {rtt_ms:g} ms; client: {out.guest.get('accel')} guest, "
+            f"{params.target} at RTT {rtt_ms:g} ms; client: {_client_line(out.guest)}, "
             f"kernel {out.guest.get('kernel')}; mount {out.mount.get('fstype')} {out.mount.get('options')}"
         )
     return 0

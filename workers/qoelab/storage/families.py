@@ -42,16 +42,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.storage import iobench, mounts
-from qoelab.storage.guest import StorageGuest
-from qoelab.storage.measure import GUEST_TOOL, CpuProbe, counters, maybe_phase
+from qoelab.storage.measure import CpuProbe, counters, maybe_phase
 
 if TYPE_CHECKING:
+    from qoelab.storage.guest import StorageGuest
+    from qoelab.storage.hostclient import HostClient
     from qoelab.storage.trial import StorageRun
 
+    # The families run in the guest, or (Swift's micro families) with rclone on the host.
+    Client: TypeAlias = StorageGuest | HostClient
 OnRow = Callable[[dict[str, Any]], None] | None
 REHEAT_THREADS = 32  # [repo] the author's reheat read the set with 32 threads
 # A round within this fraction of what the guest reads with no emulator in the way (the reheat) may
@@ -62,7 +65,7 @@ GUEST_BOUND_FRACTION = 0.8
 NEIGHBOURS = 1024
 
 
-def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+def metadata(run: StorageRun, client: Client, link: EmulatedLink, on_row: OnRow = None,
              probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The metadata family for each n; a row per kind with its time, packets and bytes."""
     rows: list[dict[str, Any]] = []
@@ -79,7 +82,7 @@ def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: 
                 times[f"{ev['kind']} {ev['edge']}"] = time.time()
 
         spec = iobench.MetaSpec(dir=where, n=n, drop_caches=True, markers=True)
-        result = iobench.meta(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
+        result = iobench.meta(spec, prefix=client.shell.prefix_argv(), tool=client.tool, on_line=on_line,
                               timeout=600 + 10 * n)  # fmt: skip
         for op in result.ops:
             start, end = marks.get(f"{op.op} start"), marks.get(f"{op.op} end")
@@ -96,16 +99,16 @@ def metadata(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: 
     return rows
 
 
-def _micro(client: StorageGuest, spec: iobench.MicroSpec, on_line: Any = None) -> iobench.MicroResult:
-    return iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, on_line=on_line,
+def _micro(client: Client, spec: iobench.MicroSpec, on_line: Any = None) -> iobench.MicroResult:
+    return iobench.micro(spec, prefix=client.shell.prefix_argv(), tool=client.tool, on_line=on_line,
                          timeout=spec.limit_s + 900)  # fmt: skip
 
 
-def _prepare(client: StorageGuest, spec: iobench.PrepareSpec) -> None:
-    iobench.prepare(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL, timeout=3600)
+def _prepare(client: Client, spec: iobench.PrepareSpec) -> None:
+    iobench.prepare(spec, prefix=client.shell.prefix_argv(), tool=client.tool, timeout=3600)
 
 
-def _file_set(run: StorageRun, client: StorageGuest, where: str, files: int, threads: int = 32) -> None:
+def _file_set(run: StorageRun, client: Client, where: str, files: int, threads: int = 32) -> None:
     """A read round's set, written now; a write round gets only the directory it writes into."""
     if run.op == "read":
         _prepare(client, iobench.PrepareSpec(dir=where, size=run.file_size, files=files, threads=threads))
@@ -113,7 +116,7 @@ def _file_set(run: StorageRun, client: StorageGuest, where: str, files: int, thr
         client.mkdir(where)
 
 
-def _warmup(client: StorageGuest) -> None:
+def _warmup(client: Client) -> None:
     """Notes §3.1: a new target gets 100 × 1 MiB written, read (O_SYNC) and deleted (caller: unimpaired)."""
     warm = f"{mounts.MOUNT_POINT}/warmup"
     _prepare(client, iobench.PrepareSpec(dir=warm, size=1 << 20, files=100, threads=4))
@@ -125,7 +128,7 @@ def _write_mode(run: StorageRun) -> str:
     return "overwrite" if run.target == "swift" else "delete"  # notes §3.4
 
 
-def _reheat(run: StorageRun, client: StorageGuest, link: EmulatedLink, where: str, files: int,
+def _reheat(run: StorageRun, client: Client, link: EmulatedLink, where: str, files: int,
             threads: int, reason: str) -> float:  # fmt: skip
     """Read the set over the unimpaired link (the server's cache warm); its MiB/s: the guest's ceiling."""
     form = "default" if run.target == "swift" else "direct"
@@ -135,7 +138,7 @@ def _reheat(run: StorageRun, client: StorageGuest, link: EmulatedLink, where: st
         return _micro(client, heat).mib_s
 
 
-def _round(run: StorageRun, client: StorageGuest, link: EmulatedLink, probe: CpuProbe | None,
+def _round(run: StorageRun, client: Client, link: EmulatedLink, probe: CpuProbe | None,
            spec: iobench.MicroSpec, family: str, ceiling: float | None,
            from_launch: bool = False) -> dict[str, Any]:  # fmt: skip
     """One measured round: the tool's counts, the CPU, and the link's bytes from the tool's ``start``
@@ -169,7 +172,7 @@ def _round(run: StorageRun, client: StorageGuest, link: EmulatedLink, probe: Cpu
             "cpu_client": cpu.get("cpu_client"), "cpu_server": cpu.get("cpu_server")}  # fmt: skip
 
 
-def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+def batch(run: StorageRun, client: Client, link: EmulatedLink, on_row: OnRow = None,
           probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One round per thread count on a file set of ``set_bytes``; a row per round."""
     files = max(1, run.set_bytes // run.file_size)
@@ -186,7 +189,7 @@ def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnR
             ceiling = _reheat(run, client, link, where, files, REHEAT_THREADS, reason)
         spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=files, threads=threads,
                                  form=run.form, limit_s=run.limit_s, write_mode=_write_mode(run),
-                                 drop_caches=True)  # fmt: skip
+                                 drop_caches=client.drops_caches)  # fmt: skip
         row = _round(run, client, link, probe, spec, "batch", ceiling)
         rows.append(row)
         if on_row:
@@ -194,7 +197,7 @@ def batch(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnR
     return rows
 
 
-def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+def single(run: StorageRun, client: Client, link: EmulatedLink, on_row: OnRow = None,
            probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One file of ``file_size`` read or written whole by one thread; amplification per file size."""
     where = f"{mounts.MOUNT_POINT}/single-{run.file_size}"
@@ -211,7 +214,8 @@ def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: On
         with link.switched(link.profile.unimpaired(), "remount"):
             remounted = mounts.remount_cold(client.shell)
     spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
-                             limit_s=run.limit_s, write_mode=_write_mode(run), drop_caches=True)  # fmt: skip
+                             limit_s=run.limit_s, write_mode=_write_mode(run),
+                             drop_caches=client.drops_caches)  # fmt: skip
     # From the tool's launch: its first look-up after the remount reads the directory's metadata.
     row = _round(run, client, link, probe, spec, "single", ceiling, from_launch=True)
     row["remounted"] = remounted
@@ -223,7 +227,7 @@ def single(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: On
     return [row]
 
 
-def unit(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRow = None,
+def unit(run: StorageRun, client: Client, link: EmulatedLink, on_row: OnRow = None,
          probe: CpuProbe | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """One file of ``file_size`` accessed in units of each of ``run.units``; a row per unit."""
     where = f"{mounts.MOUNT_POINT}/unit-{run.file_size}"
@@ -239,7 +243,7 @@ def unit(run: StorageRun, client: StorageGuest, link: EmulatedLink, on_row: OnRo
             ceiling = _reheat(run, client, link, where, 1, 1, f"reheat before unit {size}")
         spec = iobench.MicroSpec(dir=where, op=run.op, size=run.file_size, files=1, threads=1, form=run.form,
                                  unit=size, limit_s=run.limit_s, write_mode=_write_mode(run),
-                                 drop_caches=True)  # fmt: skip
+                                 drop_caches=client.drops_caches)  # fmt: skip
         row = _round(run, client, link, probe, spec, "unit", ceiling)
         row["unit"] = size
         rows.append(row)

@@ -25,6 +25,7 @@ from qoelab.emulation import tcp
 from qoelab.emulation.system import ns_exec_argv
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.errors import ParameterError, QoelabError
+from qoelab.storage.measure import GUEST_TOOL
 from qoelab.vm.guest import (
     GUEST_IP,
     GuestError,
@@ -52,6 +53,10 @@ class StorageGuest:
     shell: GuestShell
     tcp: dict[str, Any] = field(default_factory=dict)  # what the guest's TCP was set to, read back
     offloads: dict[str, Any] = field(default_factory=dict)  # the NIC's offloads, read back
+    tool: str = GUEST_TOOL  # where ``client_guest`` copies the benchmark tool
+    home: str = "/root"  # rclone's configuration and log
+    drops_caches: bool = True  # the guest's page cache is the client's alone
+    cpu_source: str = "the guest's /proc/stat (all vCPUs; idle and iowait not busy)"
 
     def mkdir(self, path: str) -> None:
         """``mkdir -p path`` in the guest (a write round's or a benchmark's directory)."""

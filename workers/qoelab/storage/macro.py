@@ -28,7 +28,7 @@ from qoelab.emulation.topology import EmulatedLink
 from qoelab.errors import QoelabError
 from qoelab.storage import iobench, mounts
 from qoelab.storage.guest import StorageGuest
-from qoelab.storage.measure import GUEST_TOOL, CpuProbe, counters, maybe_phase
+from qoelab.storage.measure import CpuProbe, counters, maybe_phase
 
 if TYPE_CHECKING:
     from qoelab.storage.trial import StorageRun
@@ -143,7 +143,7 @@ def filebench(run: StorageRun, client: StorageGuest, link: EmulatedLink,
     link.set_profile(emulated.unimpaired(), "filebench preallocation")
     state["switched"] = True
     try:
-        res = iobench.filebench(spec, prefix=client.shell.prefix_argv(), tool=GUEST_TOOL,
+        res = iobench.filebench(spec, prefix=client.shell.prefix_argv(), tool=client.tool,
                                 before_run=before_run, timeout=run.macro_seconds + 3600)  # fmt: skip
     finally:
         if state["switched"]:

@@ -68,6 +68,7 @@ class CpuProbe:
     shell: GuestShell
     prefix: str
     target: Any = None
+    client_source: str = "the guest's /proc/stat (all vCPUs; idle and iowait not busy)"
     last: dict[str, Any] = field(default_factory=dict)
 
     def _guest(self) -> tuple[int, int, int]:
@@ -114,7 +115,7 @@ class CpuProbe:
             "server_system_s": round(system, 3),
             "server_processes": len(server1),
             "wall_s": round(time.monotonic() - t0, 3),
-            "client_source": "the guest's /proc/stat (all vCPUs; idle and iowait not busy)",
+            "client_source": self.client_source,
             "server_source": "psutil: the target's server processes and their children",
         }
         return self.last

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import shlex
 import time
-from pathlib import Path
 from typing import Any
 
 from qoelab.errors import ParameterError
@@ -83,33 +82,34 @@ def mount_iscsi(shell: GuestShell, target: IscsiTarget, server_ip: str, schedule
 
 
 VFS_CACHE_MODES = ("off", "minimal", "writes", "full")
-RCLONE_CONF = "/root/.config/rclone/rclone.conf"
 
 
 def mount_swift(shell: GuestShell, target: SwiftTarget, container: str = "qoelab", transfers: int = 4,
-                vfs_cache_mode: str = "off", timeout_s: float = 60.0) -> dict[str, Any]:  # fmt: skip
-    """The container at the mount point through ``rclone mount`` (created if missing)."""
+                vfs_cache_mode: str = "off", timeout_s: float = 60.0,
+                home: str = "/root") -> dict[str, Any]:  # fmt: skip
+    """The container at the mount point through ``rclone mount`` (created if missing); rclone's
+    configuration and log in ``home`` (the guest's root, or a host client's work directory)."""
     if vfs_cache_mode not in VFS_CACHE_MODES:
         raise ParameterError(
             "vfs_cache_mode", f"must be one of {', '.join(VFS_CACHE_MODES)}, got {vfs_cache_mode!r}"
         )
     if not 1 <= transfers <= 64:
         raise ParameterError("transfers", f"must be 1..64 connections, got {transfers}")
-    conf = (f"[swift]\ntype = swift\nuser = {target.user}\nkey = {target.key}\n"
+    conf, log_file = shlex.quote(f"{home}/rclone.conf"), shlex.quote(f"{home}/rclone.log")
+    rclone = f"rclone --config {conf}"
+    text = (f"[swift]\ntype = swift\nuser = {target.user}\nkey = {target.key}\n"
             f"auth = {target.auth_url}\n")  # fmt: skip
-    shell.run(
-        f"mkdir -p {Path(RCLONE_CONF).parent} {MOUNT_POINT} && cat > {RCLONE_CONF}", stdin=conf.encode()
-    )
-    shell.run(f"rclone mkdir swift:{shlex.quote(container)}", timeout=60)
+    shell.run(f"mkdir -p {shlex.quote(home)} {MOUNT_POINT} && cat > {conf}", stdin=text.encode())
+    shell.run(f"{rclone} mkdir swift:{shlex.quote(container)}", timeout=60)
     flags = (f"--vfs-cache-mode {vfs_cache_mode} --transfers {transfers} --checkers {transfers} "
-             "--log-file /root/rclone.log --log-level INFO")  # fmt: skip
+             f"--log-file {log_file} --log-level INFO")  # fmt: skip
     # setsid and no inherited descriptors: the daemon would otherwise hold the ssh session open.
-    shell.run(f"setsid rclone mount swift:{shlex.quote(container)} {MOUNT_POINT} --daemon {flags} "
+    shell.run(f"setsid {rclone} mount swift:{shlex.quote(container)} {MOUNT_POINT} --daemon {flags} "
               "</dev/null >/dev/null 2>&1", timeout=60)  # fmt: skip
     deadline = time.monotonic() + timeout_s
     while not mounted(shell):
         if time.monotonic() > deadline:
-            log = shell.run("tail -5 /root/rclone.log", timeout=30, check=False).stdout.strip()
+            log = shell.run(f"tail -5 {log_file}", timeout=30, check=False).stdout.strip()
             raise GuestCommandError(
                 f"rclone mount of {target.endpoint} did not appear within {timeout_s:g} s: {log}"
             )

@@ -28,6 +28,7 @@ from qoelab.errors import ParameterError
 from qoelab.storage import capture, diskrate, iobench, mounts
 from qoelab.storage.families import GUEST_BOUND_FRACTION, MICRO, REHEAT_THREADS, batch, metadata
 from qoelab.storage.guest import StorageGuest, client_guest
+from qoelab.storage.hostclient import HostClient, host_client
 from qoelab.storage.macro import MACRO, run_macro
 from qoelab.storage.measure import GUEST_TOOL, CpuProbe, disk_baseline
 from qoelab.storage.nfs import nfs_target
@@ -40,12 +41,15 @@ __all__ = ["FAMILIES", "GUEST_BOUND_FRACTION", "GUEST_TOOL", "REHEAT_THREADS", "
            "batch", "metadata", "run_storage"]  # fmt: skip
 
 Target = Literal["nfs", "iscsi", "swift"]
+Client = StorageGuest | HostClient
 TARGETS: tuple[str, ...] = ("nfs", "iscsi", "swift")
 FAMILIES: tuple[str, ...] = ("metadata", "batch", "single", "unit", "postmark", "varmail", "fileserver")
 FORMS: tuple[str, ...] = ("direct", "sync", "default")
 # unit: every other step of the author's 4K, 16K, ..., 16M sweep (notes §3.3)
 UNITS = (4096, 65536, 1 << 20, 16 << 20)
 META_N = (1, 10, 100, 1000)  # notes §3.6
+SWIFT_CLIENTS = ("guest", "host")
+HOST_FAMILIES = ("batch", "single", "unit")  # the micro families: the benchmark tool runs on the host too
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class StorageRun:
     scheduler: str = "mq-deadline"  # iSCSI: the guest's block scheduler (bfq stands in for CFQ)
     nfs_version: str = "4.2"
     swift_transfers: int = 4  # rclone's concurrent connections (CloudFuse's were several)
+    swift_client: str = "guest"  # Swift: rclone in the guest, or on the host (``hostclient``)
     lun_bytes: int = 1 << 30
     op: str = "read"  # batch
     form: str = "direct"  # batch: direct or sync for NFS/iSCSI; Swift only has default (notes §3.2)
@@ -123,6 +128,14 @@ class StorageRun:
         if self.swift_cache_mode is not None and self.swift_cache_mode not in mounts.VFS_CACHE_MODES:
             raise ParameterError("swift_cache_mode", f"must be one of {', '.join(mounts.VFS_CACHE_MODES)}, "
                                  f"got {self.swift_cache_mode!r}")  # fmt: skip
+        if self.swift_client not in SWIFT_CLIENTS:
+            raise ParameterError("swift_client", f"must be one of {', '.join(SWIFT_CLIENTS)}, "
+                                 f"got {self.swift_client!r}")  # fmt: skip
+        if self.swift_client == "host" and (self.target != "swift" or self.family not in HOST_FAMILIES):
+            raise ParameterError("swift_client", "host runs only Swift's client (this kernel has no NFS "
+                                 f"client or iSCSI initiator) and only {', '.join(HOST_FAMILIES)} (the "
+                                 "others' tools are the guest's), got target "
+                                 f"{self.target}, family {self.family}")  # fmt: skip
         postmark_on_swift = self.family == "postmark" and self.target == "swift"
         if postmark_on_swift and self.rclone_cache_mode in ("off", "minimal"):
             raise ParameterError("swift_cache_mode", "PostMark appends to and rewrites files: rclone needs "
@@ -162,13 +175,13 @@ def _target(run: StorageRun, link: EmulatedLink, workdir: Path, prefix: str) -> 
             yield t
 
 
-def _mount(run: StorageRun, client: StorageGuest, target: Any, link: EmulatedLink) -> dict[str, Any]:
+def _mount(run: StorageRun, client: Client, target: Any, link: EmulatedLink) -> dict[str, Any]:
     if run.target == "nfs":
         return mounts.mount_nfs(client.shell, target, link.server_ip, run.nfs_version)
     if run.target == "iscsi":
         return mounts.mount_iscsi(client.shell, target, link.server_ip, run.scheduler)
     return mounts.mount_swift(client.shell, target, transfers=run.swift_transfers,
-                              vfs_cache_mode=run.rclone_cache_mode)  # fmt: skip
+                              vfs_cache_mode=run.rclone_cache_mode, home=client.home)  # fmt: skip
 
 
 def run_storage(run: StorageRun, prefix: str, workdir: Path,
@@ -197,9 +210,7 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
                     throttle.add(p.pid for p in find_servers(prefix))
                 if run.capture_path is not None:
                     stack.enter_context(capture.link_capture(link, run.capture_path, prefix))
-                client = stack.enter_context(
-                    client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
-                                 tools=[iobench.binary()], start=run.guest_start))  # fmt: skip
+                client = stack.enter_context(_client(run, link, prefix, workdir))
                 _run_family(run, out, link, target, client, prefix, on_row)
                 if throttle is not None:
                     out.target["disk_rate"] = throttle.describe()
@@ -214,13 +225,21 @@ def run_storage(run: StorageRun, prefix: str, workdir: Path,
     return out
 
 
-def _run_family(run: StorageRun, out: StorageOutput, link: EmulatedLink, target: Any, client: StorageGuest,
+def _client(run: StorageRun, link: EmulatedLink, prefix: str, workdir: Path) -> Any:
+    """The client's context: the guest, or for ``swift_client = host`` rclone in the client namespace."""
+    if run.swift_client == "host":
+        return host_client(link, prefix, workdir / "client")
+    return client_guest(link, prefix, workdir / "guest", accel=run.accel, memory_mb=run.memory_mb,
+                        tools=[iobench.binary()], start=run.guest_start)  # fmt: skip
+
+
+def _run_family(run: StorageRun, out: StorageOutput, link: EmulatedLink, target: Any, client: Client,
                 prefix: str, on_row: Callable[[dict[str, Any]], None] | None) -> None:  # fmt: skip
     """Mount, run the family into ``out``, unmount (also when it fails)."""
     out.target = dict(target.config)
     out.mount = _mount(run, client, target, link)
     out.guest = client.provenance()
-    probe = CpuProbe(client.shell, prefix, target)
+    probe = CpuProbe(client.shell, prefix, target, client_source=client.cpu_source)
     try:
         if run.family == "metadata":
             with probe.phase() as cpu:
