@@ -556,6 +556,7 @@ PAPER_VALUES: dict[str, str] = {
     "fileserver_order": "iSCSI > NFS > Swift ideal; iSCSI > Swift > NFS impaired (Table 6.3)",
 }
 
+
 def _client_of_swift(params: dict[str, Any]) -> dict[str, Any]:
     """``swift_client`` is Swift's alone: a Swift row from before it ran rclone in the guest (so its
     scope says, and a host-client run is judged apart); an NFS or iSCSI row carries none (a

@@ -38,7 +38,7 @@ CLIENT_PROGRAMS = ("rclone", "fusermount3")  # Debian packages rclone and fuse3
 
 
 class NamespaceShell:
-    """``GuestShell``'s interface for the client namespace: ``sh -c`` through ``nsenter`` into the
+    """The ``Shell`` of the client namespace: ``sh -c`` through ``nsenter`` into the
     holder's mount and network namespaces, marked with the run's prefix."""
 
     def __init__(self, holder_pid: int, prefix: str) -> None:

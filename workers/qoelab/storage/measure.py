@@ -25,7 +25,7 @@ import psutil
 from qoelab.emulation.system import find_tool
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.storage.targets import find_servers
-from qoelab.vm.shell import GuestShell
+from qoelab.vm.shell import Shell
 
 GUEST_TOOL = "/usr/local/bin/storage-iobench"
 
@@ -65,7 +65,7 @@ def busy_fraction(before: tuple[int, int, int], after: tuple[int, int, int]) -> 
 class CpuProbe:
     """Samples the guest's /proc/stat and the server processes' CPU times; ``phase()`` around a phase."""
 
-    shell: GuestShell
+    shell: Shell
     prefix: str
     target: Any = None
     client_source: str = "the guest's /proc/stat (all vCPUs; idle and iowait not busy)"

@@ -23,7 +23,7 @@ from qoelab.errors import ParameterError
 from qoelab.storage.nfs import PSEUDO, NfsTarget
 from qoelab.storage.swift import SwiftTarget
 from qoelab.storage.targets import IscsiTarget
-from qoelab.vm.shell import GuestCommandError, GuestShell
+from qoelab.vm.shell import GuestCommandError, Shell
 
 MOUNT_POINT = "/mnt/qoelab"
 NFS_VERSIONS = ("4.0", "4.1", "4.2")
@@ -32,14 +32,14 @@ ISCSI_SEGMENT = 65536  # MaxRecvDataSegmentLength (thesis: 64 KB)
 ISCSI_BURST = 16776192  # thesis: 64 MB; open-iscsi negotiates at most this (and silently less if asked more)
 
 
-def mounted(shell: GuestShell) -> dict[str, str]:
+def mounted(shell: Shell) -> dict[str, str]:
     """What is mounted at the mount point: source, fstype, options (empty when nothing is)."""
     res = shell.run(f"findmnt -n -o SOURCE,FSTYPE,OPTIONS {MOUNT_POINT}", timeout=30, check=False)
     parts = res.stdout.split()
     return dict(zip(("source", "fstype", "options"), parts, strict=False)) if res.returncode == 0 else {}
 
 
-def mount_nfs(shell: GuestShell, target: NfsTarget, server_ip: str, version: str = "4.2") -> dict[str, Any]:
+def mount_nfs(shell: Shell, target: NfsTarget, server_ip: str, version: str = "4.2") -> dict[str, Any]:
     """The export at the mount point over NFSv4 ``version`` (TCP, the target's port)."""
     if version not in NFS_VERSIONS:
         raise ParameterError("nfs_version", f"must be one of {', '.join(NFS_VERSIONS)}, got {version!r}")
@@ -50,7 +50,7 @@ def mount_nfs(shell: GuestShell, target: NfsTarget, server_ip: str, version: str
     return {"target": "nfs", "asked": options, **mounted(shell)}
 
 
-def mount_iscsi(shell: GuestShell, target: IscsiTarget, server_ip: str, scheduler: str = "mq-deadline",
+def mount_iscsi(shell: Shell, target: IscsiTarget, server_ip: str, scheduler: str = "mq-deadline",
                 port: int = 3260) -> dict[str, Any]:  # fmt: skip
     """Log in to the target's LUN, make ext4 on it and mount it with ``scheduler`` on the disk."""
     if scheduler not in SCHEDULERS:
@@ -84,7 +84,7 @@ def mount_iscsi(shell: GuestShell, target: IscsiTarget, server_ip: str, schedule
 VFS_CACHE_MODES = ("off", "minimal", "writes", "full")
 
 
-def mount_swift(shell: GuestShell, target: SwiftTarget, container: str = "qoelab", transfers: int = 4,
+def mount_swift(shell: Shell, target: SwiftTarget, container: str = "qoelab", transfers: int = 4,
                 vfs_cache_mode: str = "off", timeout_s: float = 60.0,
                 home: str = "/root") -> dict[str, Any]:  # fmt: skip
     """The container at the mount point through ``rclone mount`` (created if missing); rclone's
@@ -119,7 +119,7 @@ def mount_swift(shell: GuestShell, target: SwiftTarget, container: str = "qoelab
             "vfs_cache_mode": vfs_cache_mode, **mounted(shell)}  # fmt: skip
 
 
-def remount_cold(shell: GuestShell) -> bool:
+def remount_cold(shell: Shell) -> bool:
     """Unmount and mount again a block-device file system, so the client keeps none of its metadata.
 
     A cache drop leaves ext4's metadata of a file used seconds before partly cached; only a remount
@@ -139,7 +139,7 @@ def remount_cold(shell: GuestShell) -> bool:
     return True
 
 
-def unmount(shell: GuestShell) -> None:
+def unmount(shell: Shell) -> None:
     """Unmount whatever is at the mount point (lazily if it is busy) and log out of iSCSI sessions."""
     if mounted(shell):
         q = shlex.quote(MOUNT_POINT)

@@ -2,11 +2,13 @@
 
 Thesis 001's method (notes §3): the client in the guest reaches the target across the emulated
 link (``guest``); the target is started per run and torn down with it (``targets``); the family
-runs in the guest. The families live in ``families`` (``metadata``, ``batch``, ``single``,
-``unit``: the thesis' microbenchmark and metadata benchmark, notes §3, Ch. 4-5) and ``macro``
-(``postmark``, ``varmail``, ``fileserver``: Ch. 6, notes §4). Every family also records the client's
-CPU busy fraction and the server processes' CPU seconds (``measure.CpuProbe``): per round for the
-microbenchmark families (``cpu_client``, ``cpu_server``), in ``StorageOutput.cpu`` for the others.
+runs in the guest, or for Swift with ``swift_client = host`` in the link's client namespace on the
+host (``hostclient``: rclone without the guest's CPU ceiling). The families live in ``families``
+(``metadata``, ``batch``, ``single``, ``unit``: the thesis' microbenchmark and metadata benchmark,
+notes §3, Ch. 4-5) and ``macro`` (``postmark``, ``varmail``, ``fileserver``: Ch. 6, notes §4).
+Every family also records the client's CPU busy fraction and the server processes' CPU seconds
+(``measure.CpuProbe``): per round for the microbenchmark families (``cpu_client``, ``cpu_server``),
+in ``StorageOutput.cpu`` for the others.
 """
 
 from __future__ import annotations

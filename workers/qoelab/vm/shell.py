@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from qoelab.emulation.system import find_tool, marked_env, ns_exec_argv
 from qoelab.errors import QoelabError
@@ -22,6 +22,16 @@ from qoelab.vm.guest import GUEST_IP, GuestNotReadyError, RunningGuest
 
 class GuestCommandError(QoelabError):
     """A command in the client guest failed; the message has its exit status and output tail."""
+
+
+class Shell(Protocol):
+    """Root shell commands where a storage client runs: ``GuestShell`` in the guest, or the storage
+    benchmark's ``NamespaceShell`` on the host (``qoelab.storage.hostclient``)."""
+
+    def prefix_argv(self) -> list[str]: ...
+
+    def run(self, command: str, timeout: float = 120, check: bool = True,
+            stdin: bytes | None = None) -> subprocess.CompletedProcess[str]: ...  # fmt: skip
 
 
 class GuestShell:
