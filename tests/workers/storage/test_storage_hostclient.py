@@ -74,6 +74,10 @@ def test_a_batch_read_through_rclone_on_the_host_crosses_the_link(prefix: str, t
         assert r["amplification"] >= 1.0, r
         assert 0 < r["mib_s"] < 100 / 8 * 1e6 / MIB * 1.01, r  # under the 100 Mbit/s line rate
         assert r["ceiling_mib_s"] > 0 and r["cpu_client"] is not None, r
+    # Each round started on a fresh mount (new connections, nothing kept by the kernel): rclone logs
+    # one line per mount, the first mount's and one per round.
+    mounts_logged = (tmp_path / "run" / "client" / "rclone.log").read_text().count("poll-interval")
+    assert mounts_logged == 1 + len(out.rounds)
     assert _ours(prefix) == []
 
 

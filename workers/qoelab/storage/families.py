@@ -150,6 +150,7 @@ def _round(run: StorageRun, client: Client, link: EmulatedLink, probe: CpuProbe 
         if ev.get("event") == "start":
             marks["start"] = counters(link)
 
+    client.cold()  # the host client's fresh mount; the guest's tool drops its cache itself
     launched = counters(link)  # the guest's ssh does not cross the link: what it counts is the mount's
     with maybe_phase(probe) as cpu:
         res = _micro(client, spec, on_line)

@@ -62,6 +62,9 @@ class StorageGuest:
         """``mkdir -p path`` in the guest (a write round's or a benchmark's directory)."""
         self.shell.run(f"mkdir -p {shlex.quote(path)}", timeout=120)
 
+    def cold(self) -> None:
+        """Nothing before a round: the benchmark tool drops the guest's cache itself (``drop_caches``)."""
+
     def provenance(self) -> dict[str, Any]:
         kernel = self.shell.run("uname -r", timeout=30).stdout.strip()
         return {**self.guest.provenance(), "role": "storage client", "kernel": kernel, "tcp": self.tcp,

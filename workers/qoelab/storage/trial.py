@@ -240,6 +240,8 @@ def _run_family(run: StorageRun, out: StorageOutput, link: EmulatedLink, target:
     """Mount, run the family into ``out``, unmount (also when it fails)."""
     out.target = dict(target.config)
     out.mount = _mount(run, client, target, link)
+    if isinstance(client, HostClient):
+        client.remount = lambda: (mounts.unmount(client.shell), _mount(run, client, target, link))
     out.guest = client.provenance()
     probe = CpuProbe(client.shell, prefix, target, client_source=client.cpu_source)
     try:
