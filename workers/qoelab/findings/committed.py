@@ -55,8 +55,9 @@ _PPOLL = (
     "measured the loop, not the sessions (docs/storage-apt.md)"
 )
 _CH4 = ("ch4-fig46-quick", "ch4-fig46-full", "ch4-fig47-quick", "ch4-fig48-quick")
-_SB = ("meta-rtt", "batch-4kb", "batch-1mb", "batch-16mb", "single", "schedulers", "schedulers-16mb",
-       "macro")  # fmt: skip
+# batch-1mb-swift-host: Swift with rclone on the host (swift_client=host), each round on a fresh mount.
+_SB = ("meta-rtt", "batch-4kb", "batch-1mb", "batch-1mb-swift-host", "batch-16mb", "single", "schedulers",
+       "schedulers-16mb", "macro")  # fmt: skip
 
 COMMITTED: dict[str, Family] = {
     "ch2": Family(
