@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "workers"))
 
 from qoelab.emulation.topology import emulated_link  # noqa: E402
+from qoelab.hostfacts import run_facts  # noqa: E402
 from qoelab.jobs.storage_bench import StorageBenchParams  # noqa: E402
 from qoelab.storage import iobench, mounts  # noqa: E402
 from qoelab.storage.hostclient import host_client  # noqa: E402
@@ -38,12 +37,7 @@ from qoelab.storage.targets import cleanup_leftovers  # noqa: E402
 
 OUT = Path(__file__).with_name("results") / "carryover.jsonl"
 MIB = 1 << 20
-CPU0 = Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
-CPUINFO = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in CPU0)}
-COMMIT = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                        text=True, check=False).stdout.strip()  # fmt: skip
-HOST = {"cpu": CPUINFO.get("model name"), "bogomips": CPUINFO.get("bogomips"), "cores": os.cpu_count(),
-        "kernel": os.uname().release}  # fmt: skip
+HOST = run_facts()  # the machine and the code revision of every row
 
 
 def measure(files: int, threads: int, mode: str, rounds: int) -> list[dict]:
@@ -78,8 +72,7 @@ def measure(files: int, threads: int, mode: str, rounds: int) -> list[dict]:
                                  "round": r + 1, "mib_s": res.mib_s, "share": res.mib_s * MIB * 8 / 1e8,
                                  "time_limit_hit": res.time_limit_hit, "rclone": "swift_client=host",
                                  "link": "100 Mbit/s, RTT 50 ms, loss 0.1 %, jitter 10 ms (reordering)",
-                                 "tcp": link.tcp.get("client", {}).get("cc"), "host": HOST,
-                                 "commit": COMMIT})  # fmt: skip
+                                 "tcp": link.tcp.get("client", {}).get("cc"), "host": HOST})  # fmt: skip
                     print(json.dumps(rows[-1]), flush=True)
                 mounts.unmount(client.shell)
     finally:

@@ -15,7 +15,7 @@ from qoelab.emulation.profile import LinkProfile
 from qoelab.emulation.system import ENV_MARK, find_tool
 from qoelab.emulation.topology import emulated_link
 from qoelab.errors import ParameterError, QoelabError
-from qoelab.storage import hostclient, iobench, mounts, targets
+from qoelab.storage import hostclient, mounts, targets
 from qoelab.storage.swift import swift_target
 from qoelab.storage.trial import StorageRun, run_storage
 
@@ -29,8 +29,6 @@ def _skip_reason() -> str | None:
             find_tool(tool, package)
         except QoelabError as err:
             return str(err)
-    if not Path(iobench.binary()).exists():
-        return iobench.NOT_BUILT
     return hostclient.unusable() or None
 
 

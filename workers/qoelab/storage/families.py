@@ -42,19 +42,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.storage import iobench, mounts
 from qoelab.storage.measure import CpuProbe, counters, maybe_phase
 
 if TYPE_CHECKING:
-    from qoelab.storage.guest import StorageGuest
-    from qoelab.storage.hostclient import HostClient
-    from qoelab.storage.trial import StorageRun
+    # Client: the guest, or (Swift's micro families) rclone on the host
+    from qoelab.storage.trial import Client, StorageRun
 
-    # The families run in the guest, or (Swift's micro families) with rclone on the host.
-    Client: TypeAlias = StorageGuest | HostClient
 OnRow = Callable[[dict[str, Any]], None] | None
 REHEAT_THREADS = 32  # [repo] the author's reheat read the set with 32 threads
 # A round within this fraction of what the guest reads with no emulator in the way (the reheat) may

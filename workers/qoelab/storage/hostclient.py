@@ -17,8 +17,10 @@ byte crossed the link (amplification about 1, not 0).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shlex
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -28,12 +30,13 @@ from typing import Any
 
 import psutil
 
-from qoelab.emulation.system import ENV_MARK, find_tool, marked_env
+from qoelab.emulation.system import ENV_MARK, find_tool, kill_processes, marked_env
 from qoelab.emulation.topology import EmulatedLink
 from qoelab.errors import QoelabError
 from qoelab.storage import iobench
 from qoelab.vm.shell import GuestCommandError
 
+log = logging.getLogger("qoelab.storage.hostclient")
 CLIENT_PROGRAMS = ("rclone", "fusermount3")  # Debian packages rclone and fuse3
 
 
@@ -101,7 +104,7 @@ class HostClient:
 
 def unusable() -> str:
     """Why rclone cannot mount on this host ('' when it can)."""
-    missing = [p for p in CLIENT_PROGRAMS if not _which(p)]
+    missing = [p for p in CLIENT_PROGRAMS if not shutil.which(p)]
     if missing:
         return f"{' and '.join(missing)} not installed (Debian packages rclone and fuse3)"
     if not Path("/dev/fuse").exists():
@@ -115,16 +118,14 @@ def _which(program: str) -> bool:
     )
 
 
-def _kill_marked_clients(prefix: str, timeout_s: float = 10.0) -> None:
-    """rclone daemons of this run still alive (a failed unmount): they would hold the mount. Waits
-    until they are gone, so that the run ends with none of its processes left."""
-    found = []
+def _kill_marked_clients(prefix: str) -> None:
+    """rclone daemons of this run still alive (a failed unmount): they would hold the mount."""
+    ours = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error, OSError):
             if proc.name() == "rclone" and (proc.environ().get(ENV_MARK) or "").startswith(prefix):
-                proc.kill()
-                found.append(proc)
-    psutil.wait_procs(found, timeout=timeout_s)
+                ours.append(proc)
+    kill_processes(ours, log)
 
 
 @contextlib.contextmanager
