@@ -71,15 +71,10 @@ JOB_REPORTS: Mapping[str, str] = _View(lambda job, r: (job, r.name) if r.reads =
 RATING_REPORTS: Mapping[str, str] = _View(lambda job, r: (job, r.name) if r.reads == "ratings" else None)
 # Reports whose measurements are the host CPU's, each host CPU's trials judged apart (``in`` only).
 HOST_BOUND: Mapping[str, bool] = _View(lambda job, r: (r.name, True) if r.host_bound else None)
-# Reports that fill in parameters their older rows predate (``Report.fill``).
-FILLS: Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]] = _View(
-    lambda job, r: (r.name, r.fill) if r.fill else None
-)
 
 __all__ = [
     "FAILS",
     "HOLDS",
-    "FILLS",
     "HOST_BOUND",
     "INCONCLUSIVE",
     "JOB_REPORTS",
@@ -126,7 +121,7 @@ def evaluate(
     may name its host's CPU (``{"host": {"cpu": ...}}``); a ``HOST_BOUND`` report judges each apart."""
     from qoelab.findings.base import normalise
 
-    clean = normalise(rows, per_host=report in HOST_BOUND, fill=FILLS.get(report))
+    clean = normalise(rows, per_host=report in HOST_BOUND)
     return [f for check in applicable(report, clean, params) for f in check.evaluate(clean)]
 
 

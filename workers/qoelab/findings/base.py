@@ -403,17 +403,12 @@ def recorded_host(row: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return {"cpu": cpu["model"], **({"bogomips": float(ticks) * 2000} if ticks else {})}
 
 
-def normalise(
-    rows: Iterable[Mapping[str, Any]],
-    per_host: bool = False,
-    fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-) -> list[dict[str, Any]]:
+def normalise(rows: Iterable[Mapping[str, Any]], per_host: bool = False) -> list[dict[str, Any]]:
     """Keep rows that have params and a summary; summary values as floats (None dropped).
 
     ``per_host``: the row's machine (:func:`machine`) becomes the parameter ``host``, so
     :func:`scopes` judges each machine's trials apart; rows that name no machine make a scope of
-    their own (``host = not recorded``) rather than joining every machine's. ``fill``: the
-    report's ``Report.fill``, applied to each row's parameters.
+    their own (``host = not recorded``) rather than joining every machine's.
 
     A benchmark file's row that names its ``rep`` (and ``group``) keeps them as ``pair``: the runs
     of one repetition were made back to back, so a check may compare them pairwise (ch3)."""
@@ -422,8 +417,6 @@ def normalise(
         params = dict(r.get("params") or r.get("resolved") or {})
         summary = {k: float(v) for k, v in (r.get("summary") or {}).items() if v is not None}
         if params:
-            if fill is not None:
-                params = fill(params)
             if per_host:
                 params["host"] = machine(recorded_host(r))
             row: dict[str, Any] = {"params": params, "summary": summary}
@@ -546,9 +539,6 @@ class Report:
     # "trials": the job type's sweep results (the sweep page's findings); "ratings": its sessions'
     # DCR ratings, one row per evaluator and condition (a rating campaign's page).
     reads: Literal["trials", "ratings"] = "trials"
-    # A row's parameters with those it predates filled in as it ran (a parameter added later whose
-    # default the old rows ran with), so scopes split them from rows that set it otherwise.
-    fill: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def _label(protocol: str) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from qoelab.errors import QoelabError
-from qoelab.findings import FILLS, HOST_BOUND, NOT_RUN, PAPER_VALUES, REPORT_TITLES, get_report
+from qoelab.findings import HOST_BOUND, NOT_RUN, PAPER_VALUES, REPORT_TITLES, get_report
 from qoelab.findings.base import Finding, normalise
 
 REPO = Path(__file__).resolve().parents[3]
@@ -143,8 +143,7 @@ def evaluate_files(family: str, sources: Sequence[Source], root: Path = REPO) ->
     feed it (``Source.not_for``)."""
     from qoelab.findings import applicable
 
-    fill = FILLS.get(family)
-    per_source = [(s, normalise(read_rows(root / s.path), per_host=family in HOST_BOUND, fill=fill))
+    per_source = [(s, normalise(read_rows(root / s.path), per_host=family in HOST_BOUND))
                   for s in sources]  # fmt: skip
     for s, rows in per_source:  # a repetition pairs runs of one file only
         for r in rows:

@@ -557,15 +557,6 @@ PAPER_VALUES: dict[str, str] = {
 }
 
 
-def _client_of_swift(params: dict[str, Any]) -> dict[str, Any]:
-    """``swift_client`` is Swift's alone: a Swift row from before it ran rclone in the guest (so its
-    scope says, and a host-client run is judged apart); an NFS or iSCSI row carries none (a
-    benchmark file's row may list every field) and so joins the scopes of both."""
-    if params.get("target") != "swift":
-        return {k: v for k, v in params.items() if k != "swift_client"}
-    return params if "swift_client" in params else {**params, "swift_client": "guest"}
-
-
 REPORT = Report(
     "sb001",
     "Thesis 001 (Ch. 4–6): NFS, iSCSI and Swift behind an emulated WAN",
@@ -573,5 +564,4 @@ REPORT = Report(
     PAPER_VALUES,
     # two machines ran the same rounds 1.7-2.1 times apart (docs/storage-bench.md)
     host_bound=True,
-    fill=_client_of_swift,
 )

@@ -95,15 +95,20 @@ def size(b: float | None) -> str:
 
 def clean(params: Mapping[str, Any]) -> dict[str, Any]:
     """The scheduler only for iSCSI, no form for Swift (a FUSE client has only the default form),
-    and NFS/iSCSI file trials without a form at the job type's default (direct)."""
+    and NFS/iSCSI file trials without a form at the job type's default (direct). ``swift_client``
+    only for Swift, in the guest where a row predates it: a host-client Swift is then a scope of
+    its own, which the NFS and iSCSI rows (none, or a benchmark file's dump of every field) join."""
     p = dict(params)
     target = p.get("target")
     if target != "iscsi":
         p.pop("scheduler", None)
     if target == "swift":
         p.pop("form", None)
-    elif p.get("family") in FILE_FAMILIES and p.get("form") is None:
-        p["form"] = "direct"
+        p.setdefault("swift_client", "guest")
+    else:
+        p.pop("swift_client", None)
+        if p.get("family") in FILE_FAMILIES and p.get("form") is None:
+            p["form"] = "direct"
     return p
 
 
